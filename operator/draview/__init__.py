@@ -1,0 +1,1 @@
+"""draview: exact availability of DRA devices."""
