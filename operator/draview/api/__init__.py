@@ -1,0 +1,1 @@
+"""Input models (Kubernetes objects, normalised) and output status shapes."""

@@ -1,0 +1,101 @@
+"""Small shapes and coercions shared by the input models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def quantity_text(v: Any) -> str:
+    """A quantity as written: `1`, `"40Gi"`, `{value: 40Gi}` (v1) or `{quantity: 40Gi}` (draft).
+
+    Anything else becomes a string the quantity parser will reject, so the problem
+    surfaces as InvalidQuantity on the pool instead of a crash here.
+    """
+    if isinstance(v, dict):
+        v = v.get("value", v.get("quantity", ""))
+    if isinstance(v, bool) or v is None:
+        return repr(v)
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def as_str_map(v: Any) -> dict[str, str]:
+    """Counters as {name: quantity text} from {name: {value: q}} or {name: q}."""
+    if not isinstance(v, dict):
+        return {}
+    return {str(k): quantity_text(q) for k, q in v.items()}
+
+
+def names_of(v: Any) -> tuple[str, ...]:
+    """References written as ["a"] (KEP-5234) or [{name: a}] (composite draft)."""
+    if not v:
+        return ()
+    if isinstance(v, (str, dict)):
+        v = [v]
+    out: list[str] = []
+    for item in v:
+        if isinstance(item, dict):
+            out.append(str(item.get("name", "")))
+        else:
+            out.append(str(item))
+    return tuple(out)
+
+
+def to_capacity(v: Any) -> dict[str, Any]:
+    """Device capacity in any shape, flattened to the Capacity model's fields."""
+    if not isinstance(v, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for name, raw in v.items():
+        entry: dict[str, Any] = {"value": quantity_text(raw)}
+        policy = raw.get("requestPolicy") if isinstance(raw, dict) else None
+        if isinstance(policy, dict):
+            if policy.get("default") is not None:
+                entry["request_default"] = quantity_text(policy["default"])
+            valid_range = policy.get("validRange")
+            if isinstance(valid_range, dict):
+                if valid_range.get("min") is not None:
+                    entry["valid_min"] = quantity_text(valid_range["min"])
+                if valid_range.get("max") is not None:
+                    entry["valid_max"] = quantity_text(valid_range["max"])
+            values = policy.get("validValues")
+            if isinstance(values, list):
+                entry["valid_values"] = tuple(quantity_text(x) for x in values)
+        out[str(name)] = entry
+    return out
+
+
+def cel_expressions(v: Any) -> tuple[str, ...]:
+    """The CEL expressions of a `selectors` list (other selector kinds do not exist yet)."""
+    if not isinstance(v, list):
+        return ()
+    out = []
+    for sel in v:
+        cel = sel.get("cel") if isinstance(sel, dict) else None
+        if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
+            out.append(cel["expression"])
+    return tuple(out)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class SelectorRequirement(_Model):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(_Model):
+    match_expressions: tuple[SelectorRequirement, ...] = Field((), alias="matchExpressions")
+    match_fields: tuple[SelectorRequirement, ...] = Field((), alias="matchFields")
+
+
+class NodeSelector(_Model):
+    """core/v1 NodeSelector: the terms are ORed, requirements inside a term ANDed."""
+
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = Field((), alias="nodeSelectorTerms")

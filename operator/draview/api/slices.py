@@ -1,0 +1,241 @@
+"""ResourceSlice in every served shape (v1, v1beta2, v1beta1 `basic`, mixins, composite draft).
+
+Everything is normalised to one flat shape. Quantities stay strings here: parsing them is
+the engine's job, so that one bad value becomes a validation error of its pool instead of
+an exception that loses the whole slice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from draview.api.common import (
+    NodeSelector,
+    as_str_map,
+    names_of,
+    quantity_text,
+    to_capacity,
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class Capacity(_Model):
+    """One capacity of a device; requestPolicy only matters for shareable devices."""
+
+    value: str
+    request_default: str | None = None
+    valid_min: str | None = None
+    valid_max: str | None = None
+    valid_values: tuple[str, ...] = ()
+
+
+class Taint(_Model):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class CounterConsumption(_Model):
+    counter_set: str = Field("", alias="counterSet")
+    counters: dict[str, str] = Field(default_factory=dict)
+    includes: tuple[str, ...] = ()
+
+    @field_validator("counters", mode="before")
+    @classmethod
+    def _counters(cls, v: Any) -> dict[str, str]:
+        return as_str_map(v)
+
+    @field_validator("includes", mode="before")
+    @classmethod
+    def _includes(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
+
+
+class CounterSet(_Model):
+    name: str
+    counters: dict[str, str] = Field(default_factory=dict)
+    includes: tuple[str, ...] = ()
+
+    @field_validator("counters", mode="before")
+    @classmethod
+    def _counters(cls, v: Any) -> dict[str, str]:
+        return as_str_map(v)
+
+    @field_validator("includes", mode="before")
+    @classmethod
+    def _includes(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
+
+
+class Device(_Model):
+    """A device as the allocator sees it after unwrapping `basic` / `composite`."""
+
+    name: str
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    capacity: dict[str, Capacity] = Field(default_factory=dict)
+    consumes_counters: tuple[CounterConsumption, ...] = Field((), alias="consumesCounters")
+    taints: tuple[Taint, ...] = ()
+    allow_multiple_allocations: bool = Field(False, alias="allowMultipleAllocations")
+    node_name: str | None = Field(None, alias="nodeName")
+    node_selector: NodeSelector | None = Field(None, alias="nodeSelector")
+    all_nodes: bool = Field(False, alias="allNodes")
+    # KEP-5234 mixins and the composite draft; flattened by the engine.
+    includes: tuple[str, ...] = ()
+    consumes_capacity_from: tuple[str, ...] = Field((), alias="consumesCapacityFrom")
+    composite: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        # v1beta1 wraps the device body in `basic`; the composite draft in `composite`.
+        if not isinstance(data, dict):
+            return data
+        for wrapper in ("basic", "composite"):
+            body = data.get(wrapper)
+            if isinstance(body, dict):
+                merged = {**body, "name": data.get("name", "")}
+                if wrapper == "composite":
+                    merged["composite"] = True
+                return merged
+        return data
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity(cls, v: Any) -> dict[str, Any]:
+        return to_capacity(v)
+
+    @field_validator("attributes", mode="before")
+    @classmethod
+    def _attributes(cls, v: Any) -> dict[str, Any]:
+        return dict(v) if isinstance(v, dict) else {}
+
+    @field_validator("includes", "consumes_capacity_from", mode="before")
+    @classmethod
+    def _names(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
+
+    @field_validator("consumes_counters", "taints", mode="before")
+    @classmethod
+    def _lists(cls, v: Any) -> Any:
+        return v or ()
+
+
+class DeviceMixin(_Model):
+    name: str
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    capacity: dict[str, Capacity] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("composite"), dict):
+            return {**data["composite"], "name": data.get("name", "")}
+        return data
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity(cls, v: Any) -> dict[str, Any]:
+        return to_capacity(v)
+
+    @field_validator("attributes", mode="before")
+    @classmethod
+    def _attributes(cls, v: Any) -> dict[str, Any]:
+        return dict(v) if isinstance(v, dict) else {}
+
+
+class CountersMixin(_Model):
+    """A counter-set mixin or a device-counter-consumption mixin: a name and counters."""
+
+    name: str
+    counters: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("counters", mode="before")
+    @classmethod
+    def _counters(cls, v: Any) -> dict[str, str]:
+        return as_str_map(v)
+
+
+class Mixins(_Model):
+    device: tuple[DeviceMixin, ...] = ()
+    counter_set: tuple[CountersMixin, ...] = Field((), alias="counterSet")
+    device_counter_consumption: tuple[CountersMixin, ...] = Field(
+        (), alias="deviceCounterConsumption"
+    )
+
+
+class PoolRef(_Model):
+    name: str
+    generation: int = 0
+    resource_slice_count: int = Field(1, alias="resourceSliceCount")
+
+
+class ResourceSlice(_Model):
+    """A ResourceSlice normalised from any served version."""
+
+    uid: str = ""
+    name: str
+    generation: int = 0
+    api_version: str = "resource.k8s.io/v1"
+    driver: str
+    pool: PoolRef
+    node_name: str | None = Field(None, alias="nodeName")
+    node_selector: NodeSelector | None = Field(None, alias="nodeSelector")
+    all_nodes: bool = Field(False, alias="allNodes")
+    per_device_node_selection: bool = Field(False, alias="perDeviceNodeSelection")
+    partition_type_attribute: str | None = Field(None, alias="partitionTypeAttribute")
+    devices: tuple[Device, ...] = ()
+    shared_counters: tuple[CounterSet, ...] = Field((), alias="sharedCounters")
+    mixins: Mixins = Field(default_factory=Mixins)
+
+    @field_validator("devices", "shared_counters", mode="before")
+    @classmethod
+    def _lists(cls, v: Any) -> Any:
+        return v or ()
+
+    @field_validator("mixins", mode="before")
+    @classmethod
+    def _mixins(cls, v: Any) -> Any:
+        return v or {}
+
+    @property
+    def pool_key(self) -> tuple[str, str]:
+        return (self.driver, self.pool.name)
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> ResourceSlice:
+        """Build from a Kubernetes object (metadata + spec) of any served version."""
+        meta = obj.get("metadata") or {}
+        spec = dict(obj.get("spec") or {})
+        # The composite draft keeps its mixins in spec.deviceMixins; fold them into mixins.
+        draft_mixins = spec.get("deviceMixins")
+        if draft_mixins and not (spec.get("mixins") or {}).get("device"):
+            spec["mixins"] = {**(spec.get("mixins") or {}), "device": draft_mixins}
+        return cls.model_validate(
+            {
+                **spec,
+                "uid": meta.get("uid") or "",
+                "name": meta.get("name") or "",
+                "generation": meta.get("generation") or 0,
+                "api_version": obj.get("apiVersion") or "resource.k8s.io/v1",
+            }
+        )
+
+
+__all__ = [
+    "Capacity",
+    "CounterConsumption",
+    "CounterSet",
+    "CountersMixin",
+    "Device",
+    "DeviceMixin",
+    "Mixins",
+    "PoolRef",
+    "ResourceSlice",
+    "Taint",
+    "quantity_text",
+]

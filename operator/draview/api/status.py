@@ -1,0 +1,119 @@
+"""Output shapes: the status draview writes to its own CRDs (DESIGN §5).
+
+TypedDicts rather than models: the engine builds hundreds of thousands of these per full
+compute, and they go straight to JSON/YAML or a merge patch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+API_GROUP = "draview.io"
+API_VERSION = "draview.io/v1alpha1"
+SLICE_STATUS_KIND = "ResourceSliceStatus"
+POOL_STATUS_KIND = "ResourcePoolStatus"
+
+DeviceState = Literal["Available", "PartiallyAllocated", "Allocated", "Unavailable"]
+
+
+class Allocation(TypedDict):
+    claimNamespace: str
+    claimName: str
+    claimUID: str
+    request: str
+    adminAccess: NotRequired[bool]
+    shareID: NotRequired[str]
+    capacity: NotRequired[dict[str, str]]
+
+
+class DeviceStatus(TypedDict):
+    name: str
+    state: DeviceState
+    stateReason: NotRequired[str]
+    allocations: NotRequired[list[Allocation]]
+    # How many allocations exist when `allocations` was capped to keep objects small.
+    allocationCount: NotRequired[int]
+    capacity: NotRequired[dict[str, str]]
+    availableCapacity: NotRequired[dict[str, str]]
+
+
+class Summary(TypedDict):
+    totalDevices: int
+    allocatedDevices: int
+    availableDevices: int
+    partiallyAllocatedDevices: int
+    unavailableDevices: int
+    totalCapacity: NotRequired[dict[str, str]]
+    allocatedCapacity: NotRequired[dict[str, str]]
+    availableCapacity: NotRequired[dict[str, str]]
+
+
+class CounterUsage(TypedDict):
+    total: str
+    consumed: str
+    available: str
+
+
+class CounterSetStatus(TypedDict):
+    name: str
+    counters: dict[str, CounterUsage]
+
+
+class Condition(TypedDict):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+    lastTransitionTime: NotRequired[str]
+
+
+class PoolStatusBrief(TypedDict):
+    """The seed's `poolStatus`, carried by the pool's first slice by name."""
+
+    conditions: list[Condition]
+    validationErrors: NotRequired[list[str]]
+    observedSliceCount: int
+    expectedSliceCount: int
+
+
+class Partition(TypedDict):
+    type: str
+    attribute: str
+    total: int
+    available: int
+    # How many more of this type could be allocated at once with the counters left.
+    allocatable: int
+    method: Literal["exact", "greedy"]
+
+
+class SliceStatusBody(TypedDict):
+    observedGeneration: int
+    devices: list[DeviceStatus]
+    summary: Summary
+    counterSets: NotRequired[list[CounterSetStatus]]
+    poolStatus: NotRequired[PoolStatusBrief]
+
+
+class SliceStatusSpec(TypedDict):
+    driver: str
+    pool: str
+    nodeName: NotRequired[str]
+    resourceSliceName: str
+
+
+class PoolStatusBody(TypedDict):
+    generation: int
+    slices: list[str]
+    observedSliceCount: int
+    expectedSliceCount: int
+    conditions: list[Condition]
+    validationErrors: NotRequired[list[str]]
+    summary: Summary
+    counterSets: NotRequired[list[CounterSetStatus]]
+    partitions: NotRequired[list[Partition]]
+
+
+class PoolStatusSpec(TypedDict):
+    driver: str
+    pool: str
+    nodeName: NotRequired[str]

@@ -1,0 +1,31 @@
+"""The `draview` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from draview.cli import analyze
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="draview",
+        description="Exact availability of Kubernetes DRA devices: what is free, what is "
+        "taken and by whom, and why.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    analyze.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Partition types of a pool (MIG profiles, TPU slices): how many more fit at once.
+
+`allocatable` is the largest number of the type's currently Available devices that the
+counters left can hold together. Devices that share no counter are independent, so the
+problem splits into components; a component with up to `exact_limit` candidates is
+solved exactly (branch and bound), a larger one greedily (smallest debit first), which
+is a lower bound and is reported as method "greedy".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from draview.api.slices import Device
+from draview.api.status import DeviceState, Partition
+from draview.engine.attributes import attribute
+from draview.engine.validate import CounterKey
+from draview.quantity import Quantity
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInput:
+    device: Device
+    state: DeviceState
+    debits: Sequence[tuple[CounterKey, Quantity]]
+
+
+def _components(cands: list[PartitionInput]) -> list[list[PartitionInput]]:
+    parent = list(range(len(cands)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[CounterKey, int] = {}
+    for i, c in enumerate(cands):
+        for key, _ in c.debits:
+            if key in owner:
+                parent[find(i)] = find(owner[key])
+            else:
+                owner[key] = i
+    groups: dict[int, list[PartitionInput]] = defaultdict(list)
+    for i, c in enumerate(cands):
+        groups[find(i)].append(c)
+    return list(groups.values())
+
+
+def _fits(c: PartitionInput, left: dict[CounterKey, Quantity]) -> dict[CounterKey, Quantity] | None:
+    after = dict(left)
+    for key, q in c.debits:
+        after[key] = after[key] - q
+        if after[key].sign() < 0:
+            return None
+    return after
+
+
+def _exact(cands: list[PartitionInput], left: dict[CounterKey, Quantity]) -> int:
+    best = 0
+
+    def go(i: int, taken: int, state: dict[CounterKey, Quantity]) -> None:
+        nonlocal best
+        if taken + (len(cands) - i) <= best:
+            return
+        if i == len(cands):
+            best = taken
+            return
+        after = _fits(cands[i], state)
+        if after is not None:
+            go(i + 1, taken + 1, after)
+        go(i + 1, taken, state)
+
+    go(0, 0, left)
+    return best
+
+
+def _greedy(cands: list[PartitionInput], left: dict[CounterKey, Quantity]) -> int:
+    taken = 0
+    for c in sorted(cands, key=lambda c: (len(c.debits), c.device.name)):
+        after = _fits(c, left)
+        if after is not None:
+            left, taken = after, taken + 1
+    return taken
+
+
+def _max_together(
+    cands: list[PartitionInput], remaining: Callable[[CounterKey], Quantity], exact_limit: int
+) -> tuple[int, bool]:
+    total, exact = 0, True
+    for comp in _components(cands):
+        left = {key: remaining(key) for c in comp for key, _ in c.debits}
+        if len(comp) <= exact_limit:
+            total += _exact(comp, left)
+        else:
+            total += _greedy(comp, left)
+            exact = False
+    return total, exact
+
+
+def partitions(
+    driver: str,
+    attrs: Sequence[str],
+    inputs: Sequence[PartitionInput],
+    remaining: Callable[[CounterKey], Quantity],
+    exact_limit: int,
+) -> list[Partition]:
+    groups: dict[tuple[str, str], list[PartitionInput]] = defaultdict(list)
+    for item in inputs:
+        for name in attrs:
+            value = attribute(item.device, driver, name)
+            if value is not None:
+                groups[(name, str(value))].append(item)
+                break
+    out: list[Partition] = []
+    for (attr, value), items in sorted(groups.items()):
+        free = [i for i in items if i.state == "Available"]
+        allocatable, exact = _max_together(free, remaining, exact_limit)
+        out.append(
+            {
+                "type": value,
+                "attribute": attr,
+                "total": len(items),
+                "available": len(free),
+                "allocatable": allocatable,
+                "method": "exact" if exact else "greedy",
+            }
+        )
+    return out

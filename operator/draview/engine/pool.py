@@ -1,0 +1,348 @@
+"""Compute the status of one pool: every device's state, counters, summaries, validation.
+
+This is the function the operator calls for each dirty pool and `draview analyze` calls
+for every pool; it is pure, so the two always agree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from draview.api.slices import Device, ResourceSlice
+from draview.api.status import (
+    Allocation,
+    Condition,
+    CounterSetStatus,
+    CounterUsage,
+    DeviceState,
+    DeviceStatus,
+    Partition,
+    PoolStatusBody,
+    PoolStatusBrief,
+    SliceStatusBody,
+)
+from draview.api.taints import DeviceTaintRule
+from draview.engine.capacity import shared_capacity
+from draview.engine.composite import CompositeGraph
+from draview.engine.conditions import pool_conditions
+from draview.engine.flatten import FlatSlice, flatten_slice
+from draview.engine.model import AllocRef, EngineOptions, PoolKey, ValidationErrors
+from draview.engine.partitions import PartitionInput, partitions
+from draview.engine.pools import PoolSlices, gather_pool
+from draview.engine.summary import SummaryAcc
+from draview.engine.taints import effective_taints, is_blocked
+from draview.engine.validate import CounterKey, ParsedPool, parse_pool
+from draview.quantity import Quantity
+
+
+@dataclass(slots=True)
+class SliceResult:
+    slice: ResourceSlice
+    status: SliceStatusBody
+
+
+@dataclass(slots=True)
+class PoolResult:
+    key: PoolKey
+    pool: PoolSlices
+    status: PoolStatusBody
+    slices: list[SliceResult]
+    node_name: str | None
+    errors: ValidationErrors
+    # current-generation device counts by state, for metrics
+    states: dict[str, int] = field(default_factory=dict)
+
+
+def _allocation(ref: AllocRef) -> Allocation:
+    out: Allocation = {
+        "claimNamespace": ref.claim_namespace,
+        "claimName": ref.claim_name,
+        "claimUID": ref.claim_uid,
+        "request": ref.request,
+    }
+    if ref.admin_access:
+        out["adminAccess"] = True
+    if ref.share_id:
+        out["shareID"] = ref.share_id
+    if ref.consumed:
+        out["capacity"] = dict(ref.consumed)
+    return out
+
+
+def _counter_sets(
+    names: Iterable[str], parsed: ParsedPool, consumed: Mapping[CounterKey, Quantity]
+) -> list[CounterSetStatus]:
+    by_set: dict[str, list[tuple[str, Quantity]]] = defaultdict(list)
+    for (set_name, counter), total in parsed.counter_totals.items():
+        by_set[set_name].append((counter, total))
+    out: list[CounterSetStatus] = []
+    for name in names:
+        counters: dict[str, CounterUsage] = {}
+        for counter, total in sorted(by_set.get(name, ())):
+            used = consumed.get((name, counter))
+            counters[counter] = {
+                "total": str(total),
+                "consumed": str(used) if used is not None else "0",
+                "available": str(total - used) if used is not None else str(total),
+            }
+        out.append({"name": name, "counters": counters})
+    return out
+
+
+class _PoolComputation:
+    """Holds the per-pool context while each device's state is decided."""
+
+    def __init__(
+        self,
+        key: PoolKey,
+        ps: PoolSlices,
+        current: list[FlatSlice],
+        parsed: ParsedPool,
+        by_device: Mapping[str, list[AllocRef]],
+        rules: Sequence[DeviceTaintRule],
+        invalid: bool,
+        options: EngineOptions,
+    ) -> None:
+        self.key = key
+        self.ps = ps
+        self.parsed = parsed
+        self.by_device = by_device
+        self.rules = rules
+        self.invalid = invalid
+        self.options = options
+        self.in_use = {n for n, refs in by_device.items() if any(not r.admin_access for r in refs)}
+        self.consumed: dict[CounterKey, Quantity] = {}
+        for name in sorted(self.in_use):
+            for ckey, q in parsed.consumption.get(name, ()):
+                before = self.consumed.get(ckey)
+                self.consumed[ckey] = q if before is None else before + q
+        self.composite = CompositeGraph(
+            [d for fs in current for d in fs.devices if d.composite], self.in_use
+        )
+
+    def remaining(self, ckey: CounterKey) -> Quantity:
+        total = self.parsed.counter_totals[ckey]
+        used = self.consumed.get(ckey)
+        return total if used is None else total - used
+
+    def state(
+        self, dev: Device, stale: bool, shared: tuple[bool, bool]
+    ) -> tuple[DeviceState, str | None]:
+        shareable, exhausted = shared
+        if dev.name in self.in_use:
+            if shareable and not exhausted:
+                return "PartiallyAllocated", None
+            return "Allocated", None
+        if self.invalid:
+            return "Unavailable", "PoolInvalid"
+        if not self.ps.complete:
+            return "Unavailable", "PoolIncomplete"
+        if stale:
+            return "Unavailable", "StaleGeneration"
+        if is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules)):
+            return "Unavailable", "Tainted"
+        for ckey, need in self.parsed.consumption.get(dev.name, ()):
+            if self.remaining(ckey) < need:
+                return "Unavailable", "InsufficientSharedCapacity"
+        if dev.composite and self.composite.blocked(dev):
+            return "Unavailable", "CapacitySourceInUse"
+        return "Available", None
+
+    def device(
+        self, dev: Device, stale: bool, acc: SummaryAcc, pool_acc: SummaryAcc | None
+    ) -> DeviceStatus:
+        refs = sorted(self.by_device.get(dev.name, ()), key=lambda r: r.sort_key)
+        status: DeviceStatus
+        if dev.allow_multiple_allocations:
+            total, available, exhausted = shared_capacity(dev, refs)
+            state, reason = self.state(dev, stale, (True, exhausted))
+            status = {"name": dev.name, "state": state}
+            if total:
+                status["capacity"] = {k: str(v) for k, v in sorted(total.items())}
+                status["availableCapacity"] = {k: str(v) for k, v in sorted(available.items())}
+            acc.add_capacity(total, available)
+            if pool_acc is not None:
+                pool_acc.add_capacity(total, available)
+        else:
+            state, reason = self.state(dev, stale, (False, False))
+            status = {"name": dev.name, "state": state}
+        if reason is not None:
+            status["stateReason"] = reason
+        if refs:
+            cap = self.options.max_listed_allocations
+            status["allocations"] = [_allocation(r) for r in refs[:cap]]
+            status["allocationCount"] = len(refs)
+        acc.add(state)
+        if pool_acc is not None:
+            pool_acc.add(state)
+        return status
+
+
+def _check_allocations(
+    ps: PoolSlices,
+    parsed: ParsedPool,
+    by_device: Mapping[str, list[AllocRef]],
+    consumed: Mapping[CounterKey, Quantity],
+    errors: ValidationErrors,
+) -> None:
+    for name in sorted(by_device):
+        if name not in parsed.devices:
+            for ref in sorted(by_device[name], key=lambda r: r.sort_key):
+                errors.other.append(
+                    f"DanglingAllocation: claim {ref.claim_namespace}/{ref.claim_name} "
+                    f"(request {ref.request or '-'}) names device {name}, which pool "
+                    f"{ps.key[1]} of driver {ps.key[0]} does not have"
+                )
+    for ckey in sorted(consumed):
+        total = parsed.counter_totals.get(ckey)
+        if total is not None and consumed[ckey] > total:
+            errors.other.append(
+                f"CounterOvercommitted: counter {ckey[1]} of counter set {ckey[0]}: "
+                f"{consumed[ckey]} consumed, {total} available"
+            )
+
+
+def compute_pool(
+    key: PoolKey,
+    slices: Sequence[ResourceSlice],
+    allocations: Sequence[AllocRef] = (),
+    taint_rules: Sequence[DeviceTaintRule] = (),
+    problems: Sequence[str] = (),
+    options: EngineOptions | None = None,
+    previous: Mapping[str, Condition] | None = None,
+    now: str | None = None,
+) -> PoolResult:
+    """Everything draview reports about one pool. `previous` keeps condition times."""
+    opts = options or EngineOptions()
+    ps = gather_pool(key, slices)
+    current = [flatten_slice(s) for s in ps.current]
+    stale = [flatten_slice(s) for s in ps.stale]
+    parsed = parse_pool(current)
+    errors = ValidationErrors(allocator=list(parsed.errors))
+    for fs in (*current, *stale):
+        errors.other.extend(fs.errors)
+    if len(ps.counts) > 1:
+        errors.other.append(
+            f"InconsistentSliceCount: slices at generation {ps.generation} disagree on "
+            f"resourceSliceCount ({', '.join(map(str, ps.counts))})"
+        )
+    errors.other.extend(problems)
+
+    by_device: dict[str, list[AllocRef]] = defaultdict(list)
+    for ref in allocations:
+        by_device[ref.device].append(ref)
+    rules = [r for r in taint_rules if r.driver in (None, key[0]) and r.pool in (None, key[1])]
+    comp = _PoolComputation(
+        key, ps, current, parsed, by_device, rules, bool(errors.allocator), opts
+    )
+    _check_allocations(ps, parsed, by_device, comp.consumed, errors)
+
+    pool_acc = SummaryAcc()
+    slice_results: list[SliceResult] = []
+    for fs, is_stale in [(f, False) for f in current] + [(f, True) for f in stale]:
+        acc = SummaryAcc()
+        devices = [
+            comp.device(d, is_stale, acc, None if is_stale else pool_acc) for d in fs.devices
+        ]
+        body: SliceStatusBody = {
+            "observedGeneration": fs.slice.generation,
+            "devices": devices,
+            "summary": acc.render(),
+        }
+        if fs.counter_sets and not is_stale:
+            body["counterSets"] = _counter_sets(
+                [c.name for c in fs.counter_sets], parsed, comp.consumed
+            )
+        slice_results.append(SliceResult(fs.slice, body))
+    _capacity_overcommit(slice_results, errors)
+
+    all_errors = errors.all()
+    conditions = pool_conditions(
+        observed=len(ps.current),
+        expected=ps.expected,
+        generation=ps.generation,
+        errors=len(all_errors),
+        previous=previous,
+        now=now,
+    )
+    # Separate copies: the same list in two places would become a YAML anchor.
+    brief: PoolStatusBrief = {
+        "conditions": [Condition(**c) for c in conditions],
+        "observedSliceCount": len(ps.current),
+        "expectedSliceCount": ps.expected,
+    }
+    if all_errors:
+        brief["validationErrors"] = list(all_errors)
+    for sr in slice_results:
+        if sr.slice.name == ps.first_slice:
+            sr.status["poolStatus"] = brief
+    summary = pool_acc.render()
+    pool_body: PoolStatusBody = {
+        "generation": ps.generation,
+        "slices": [s.name for s in ps.current],
+        "observedSliceCount": len(ps.current),
+        "expectedSliceCount": ps.expected,
+        "conditions": conditions,
+        "summary": summary,
+    }
+    if all_errors:
+        pool_body["validationErrors"] = all_errors
+    set_names = sorted(parsed.counter_set_slice)
+    if set_names:
+        pool_body["counterSets"] = _counter_sets(set_names, parsed, comp.consumed)
+    parts = _partitions(key, ps, current, slice_results, parsed, comp, opts)
+    if parts:
+        pool_body["partitions"] = parts
+    nodes = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
+    node_name = nodes.pop() if len(nodes) == 1 else None
+    states = {
+        "Available": summary["availableDevices"],
+        "Allocated": summary["allocatedDevices"] - summary["partiallyAllocatedDevices"],
+        "PartiallyAllocated": summary["partiallyAllocatedDevices"],
+        "Unavailable": summary["unavailableDevices"],
+    }
+    return PoolResult(key, ps, pool_body, slice_results, node_name, errors, states)
+
+
+def _capacity_overcommit(slices: Sequence[SliceResult], errors: ValidationErrors) -> None:
+    for sr in slices:
+        for d in sr.status["devices"]:
+            for name, left in d.get("availableCapacity", {}).items():
+                if left.startswith("-"):
+                    errors.other.append(
+                        f"CapacityOvercommitted: device {d['name']} capacity {name}: "
+                        f"allocations exceed {d.get('capacity', {}).get(name, '?')} by "
+                        f"{left[1:]}"
+                    )
+
+
+def _partitions(
+    key: PoolKey,
+    ps: PoolSlices,
+    current: Sequence[FlatSlice],
+    slice_results: Sequence[SliceResult],
+    parsed: ParsedPool,
+    comp: _PoolComputation,
+    opts: EngineOptions,
+) -> list[Partition]:
+    attrs = tuple(
+        dict.fromkeys(
+            [s.partition_type_attribute for s in ps.current if s.partition_type_attribute]
+            + list(opts.partition_attributes)
+        )
+    )
+    if not attrs:
+        return []
+    states = {
+        d["name"]: d["state"] for sr in slice_results[: len(current)] for d in sr.status["devices"]
+    }
+    inputs = [
+        PartitionInput(
+            dev, states.get(dev.name, "Unavailable"), parsed.consumption.get(dev.name, [])
+        )
+        for fs in current
+        for dev in fs.devices
+    ]
+    return partitions(key[0], attrs, inputs, comp.remaining, opts.exact_partition_limit)

@@ -1,0 +1,126 @@
+"""Build raw Kubernetes objects for tests, as an API server would return them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from draview.api.world import World, build_world
+
+DRIVER = "gpu.example.com"
+
+
+def device(
+    name: str,
+    *,
+    counters: dict[str, dict[str, str]] | None = None,
+    capacity: dict[str, Any] | None = None,
+    shareable: bool = False,
+    taints: list[dict[str, str]] | None = None,
+    **attrs: Any,
+) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": name}
+    if attrs:
+        d["attributes"] = {
+            k: ({"int": v} if isinstance(v, int) else {"string": v}) for k, v in attrs.items()
+        }
+    if capacity:
+        d["capacity"] = {k: v if isinstance(v, dict) else {"value": v} for k, v in capacity.items()}
+    if counters:
+        d["consumesCounters"] = [
+            {"counterSet": cs, "counters": {c: {"value": q} for c, q in cnt.items()}}
+            for cs, cnt in counters.items()
+        ]
+    if shareable:
+        d["allowMultipleAllocations"] = True
+    if taints:
+        d["taints"] = taints
+    return d
+
+
+def rslice(
+    name: str,
+    devices: list[dict[str, Any]] | None = None,
+    *,
+    pool: str = "pool-a",
+    driver: str = DRIVER,
+    generation: int = 1,
+    count: int = 1,
+    node: str | None = "node-a",
+    counter_sets: dict[str, dict[str, str]] | None = None,
+    api_version: str = "resource.k8s.io/v1",
+    **spec: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+        **spec,
+    }
+    if node:
+        body["nodeName"] = node
+    elif "allNodes" not in spec and "nodeSelector" not in spec:
+        body["allNodes"] = True
+    if devices is not None:
+        body["devices"] = devices
+    if counter_sets:
+        body["sharedCounters"] = [
+            {"name": n, "counters": {c: {"value": q} for c, q in cnt.items()}}
+            for n, cnt in counter_sets.items()
+        ]
+    return {
+        "apiVersion": api_version,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "uid": f"uid-{name}", "generation": 1},
+        "spec": body,
+    }
+
+
+def result(
+    dev: str,
+    *,
+    pool: str = "pool-a",
+    driver: str = DRIVER,
+    request: str = "gpu",
+    admin: bool = False,
+    share: str | None = None,
+    consumed: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    r: dict[str, Any] = {"request": request, "driver": driver, "pool": pool, "device": dev}
+    if admin:
+        r["adminAccess"] = True
+    if share:
+        r["shareID"] = share
+    if consumed:
+        r["consumedCapacity"] = consumed
+    return r
+
+
+def claim(name: str, *results: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]
+            }
+        },
+    }
+    if results:
+        obj["status"] = {"allocation": {"devices": {"results": list(results)}}}
+    return obj
+
+
+def taint_rule(name: str, effect: str = "NoSchedule", **selector: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {
+            "deviceSelector": selector,
+            "taint": {"key": "example.com/broken", "value": "yes", "effect": effect},
+        },
+    }
+
+
+def world(*objects: dict[str, Any]) -> World:
+    return build_world(objects)
