@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables are used by the scripts that source this file
+# Shared settings of e2e/cluster/up and e2e/cluster/down (sourced, not executed).
+
+state_dir="${DRAVIEW_CLUSTER_DIR:-${HOME}/.cache/draview-cluster/run}"
+log_dir="${state_dir}/logs"
+pki_dir="${state_dir}/pki"
+data_dir="${state_dir}/data"
+pid_dir="${state_dir}/pids"
+kubeconfig="${state_dir}/kubeconfig"
+
+etcd_port="${DRAVIEW_CLUSTER_ETCD_PORT:-12379}"
+etcd_peer_port="${DRAVIEW_CLUSTER_ETCD_PEER_PORT:-12380}"
+apiserver_port="${DRAVIEW_CLUSTER_APISERVER_PORT:-16443}"
+scheduler_port="${DRAVIEW_CLUSTER_SCHEDULER_PORT:-20259}"
+controller_manager_port="${DRAVIEW_CLUSTER_CONTROLLER_MANAGER_PORT:-20257}"
+
+# Components in start order; down stops them in reverse.
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+
+# pid_alive PID [NAME]: the process exists, is not a zombie and (given NAME) runs NAME,
+# so that a recycled PID is never taken for a component.
+pid_alive() {
+    local pid="$1" name="${2:-}" state
+    [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
+    kill -0 "${pid}" 2>/dev/null || return 1
+    state="$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" || return 1
+    [[ "${state}" != Z && -n "${state}" ]] || return 1
+    if [[ -n "${name}" ]]; then
+        tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | awk '{print $1}' | grep -q -- "/${name}\$" || return 1
+    fi
+}
+
+# Is the recorded process for component $1 alive?
+component_running() {
+    local f="${pid_dir}/$1.pid"
+    [[ -f "${f}" ]] && pid_alive "$(cat "${f}")" "$1"
+}
+
+all_running() {
+    local c
+    for c in "${components[@]}"; do
+        component_running "${c}" || return 1
+    done
+}
+
+any_running() {
+    local c
+    for c in "${components[@]}"; do
+        component_running "${c}" && return 0
+    done
+    return 1
+}
+
+api_ready() {
+    [[ -f "${kubeconfig}" && -f "${state_dir}/bin-dir" ]] || return 1
+    "$(cat "${state_dir}/bin-dir")/kubectl" --kubeconfig="${kubeconfig}" \
+        --request-timeout=5s get --raw /readyz >/dev/null 2>&1
+}
+
+port_in_use() {
+    (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
