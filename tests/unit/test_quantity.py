@@ -395,6 +395,8 @@ def quantity_texts(draw: st.DrawFn) -> tuple[str, Fraction, Format]:
         )
         suffix += str(exp)
     text = sign + whole + ("" if frac is None else "." + frac) + suffix
+    if not text:  # the one string with no parts at all is rejected, like in Go
+        text = whole = "0"
 
     number = Fraction(int(whole or "0")) + Fraction(int(frac or "0"), 10 ** len(frac or ""))
     if suffix in BINARY_POWER:
