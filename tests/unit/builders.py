@@ -57,7 +57,7 @@ def rslice(
     }
     if node:
         body["nodeName"] = node
-    elif "allNodes" not in spec and "nodeSelector" not in spec:
+    elif not {"allNodes", "nodeSelector", "perDeviceNodeSelection"} & set(spec):
         body["allNodes"] = True
     if devices is not None:
         body["devices"] = devices
