@@ -11,6 +11,8 @@ import pytest
 import yaml
 from builders import claim, device, result, rslice
 
+from draview.engine.objects import pool_object_name
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
@@ -43,7 +45,9 @@ def test_prints_a_list_of_pool_then_slice_status(dump: Path) -> None:
     out = yaml.safe_load(proc.stdout)
     assert out["kind"] == "List"
     kinds = [(o["kind"], o["metadata"]["name"]) for o in out["items"]]
-    assert kinds == [("ResourcePoolStatus", "gpu.example.com-pool-a"), ("ResourceSliceStatus", "s")]
+    pool_name = pool_object_name("gpu.example.com", "pool-a")
+    assert kinds == [("ResourcePoolStatus", pool_name), ("ResourceSliceStatus", "s")]
+    assert pool_name.startswith("gpu.example.com-pool-a-")
     summary = out["items"][0]["status"]["summary"]
     assert (summary["allocatedDevices"], summary["availableDevices"]) == (1, 1)
 

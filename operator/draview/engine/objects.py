@@ -29,14 +29,11 @@ def pool_hash(driver: str, pool: str) -> str:
 
 
 def pool_object_name(driver: str, pool: str) -> str:
-    """`<driver>-<pool>`, made DNS-safe; a hash suffix whenever that changed anything, so
-    two pools can never map to one name."""
-    raw = f"{driver}-{pool}"
-    name = _NAME_SAFE.sub("-", raw.lower()).strip("-.")
+    """`<driver>-<pool>-<hash>`, DNS-safe. The hash is always there: driver and pool may
+    both contain dashes, so `a-b` + `c` and `a` + `b-c` would otherwise collide."""
+    name = _NAME_SAFE.sub("-", f"{driver}-{pool}".lower()).strip("-.")
     name = re.sub(r"-{2,}", "-", name)
-    if name == raw and len(name) <= MAX_NAME:
-        return name
-    suffix = pool_hash(driver, pool)
+    suffix = pool_hash(driver, pool)[:8]
     return f"{name[: MAX_NAME - len(suffix) - 1].rstrip('-.')}-{suffix}"
 
 

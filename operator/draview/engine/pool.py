@@ -131,6 +131,10 @@ class _PoolComputation:
         self, dev: Device, stale: bool, shared: tuple[bool, bool]
     ) -> tuple[DeviceState, str | None]:
         shareable, exhausted = shared
+        if stale:
+            # The scheduler ignores older generations entirely; an allocation naming the
+            # device is still listed, but it belongs to the current slice's device.
+            return "Unavailable", "StaleGeneration"
         if dev.name in self.in_use:
             if shareable and not exhausted:
                 return "PartiallyAllocated", None
@@ -139,8 +143,6 @@ class _PoolComputation:
             return "Unavailable", "PoolInvalid"
         if not self.ps.complete:
             return "Unavailable", "PoolIncomplete"
-        if stale:
-            return "Unavailable", "StaleGeneration"
         if is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules)):
             return "Unavailable", "Tainted"
         for ckey, need in self.parsed.consumption.get(dev.name, ()):
