@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lint test test-unit test-integration cluster cluster-down demo bench clean
+.PHONY: setup lint test test-unit test-integration cluster cluster-down demo demo-down bench clean
 
 setup:
 	$(PIP) install -q -e '.[test]'
@@ -33,3 +33,22 @@ cluster-down:
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis bench/out
+
+# The main demo: local control plane, CRDs, the operator, the cluster-ready examples.
+# The operator keeps running in the background (log: demo-operator.log); `make demo-down`.
+DEMO_EXAMPLES = gpus mig-a100 tpu-multihost shareable-nic taints driver-update
+demo: setup
+	e2e/cluster/build
+	e2e/cluster/up | tail -1 > .demo-env
+	. ./.demo-env && K=$$(ls -d $$HOME/.cache/draview-cluster/v*/bin)/kubectl && \
+	  $$K apply -k deploy/crds && \
+	  $$K wait --for=condition=Established --timeout=60s crd/resourceslicestatuses.draview.io crd/resourcepoolstatuses.draview.io && \
+	  (nohup draview run --leader-elect=false --port 18080 --log-format text > demo-operator.log 2>&1 &) && \
+	  $(PYTHON) e2e/load_examples.py --kubectl $$K $(DEMO_EXAMPLES:%=examples/%.yaml) && \
+	  sleep 3 && $$K get resourcepoolstatuses,resourceslicestatuses
+	@echo "then: . ./.demo-env && kubectl get rpst -o yaml"
+
+demo-down:
+	-pkill -f 'draview run --leader-elect=false --port 18080'
+	e2e/cluster/down
+	rm -f .demo-env

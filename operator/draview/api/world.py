@@ -50,13 +50,13 @@ def iter_objects(docs: Iterable[Any]) -> Iterator[dict[str, Any]]:
             yield doc
 
 
-def _short_error(exc: ValidationError) -> str:
+def short_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
     return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg"))
 
 
-def _pool_of(obj: dict[str, Any]) -> tuple[str, str] | None:
+def pool_of(obj: dict[str, Any]) -> tuple[str, str] | None:
     spec = obj.get("spec") or {}
     pool = spec.get("pool") if isinstance(spec, dict) else None
     if isinstance(pool, dict) and isinstance(spec.get("driver"), str):
@@ -87,10 +87,10 @@ def build_world(objects: Iterable[dict[str, Any]]) -> World:
             else:
                 world.classes.append(DeviceClass.from_object(obj))
         except ValidationError as exc:
-            pool = _pool_of(obj) if kind == "ResourceSlice" else None
-            world.problems.append(ObjectProblem(str(kind), name, _short_error(exc), pool))
+            pool = pool_of(obj) if kind == "ResourceSlice" else None
+            world.problems.append(ObjectProblem(str(kind), name, short_error(exc), pool))
         except (AttributeError, TypeError) as exc:
             # A field of the wrong JSON type deep inside (a list where a map belongs).
-            pool = _pool_of(obj) if kind == "ResourceSlice" else None
+            pool = pool_of(obj) if kind == "ResourceSlice" else None
             world.problems.append(ObjectProblem(str(kind), name, str(exc), pool))
     return world

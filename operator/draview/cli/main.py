@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from draview.cli import analyze
+from draview.cli import analyze, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     analyze.add_parser(sub)
+    run.add_parser(sub)
     return parser
 
 

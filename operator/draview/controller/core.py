@@ -1,0 +1,236 @@
+"""The controller: watched changes -> store -> dirty pools -> batched compute -> writer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from draview.api.claims import ResourceClaim
+from draview.api.slices import ResourceSlice
+from draview.api.status import Condition
+from draview.api.taints import DeviceTaintRule
+from draview.api.world import ObjectProblem, pool_of, short_error
+from draview.controller import metrics
+from draview.controller.store import Store
+from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
+from draview.engine.model import EngineOptions, PoolKey
+from draview.engine.objects import pool_object_name, result_objects
+from draview.engine.pool import compute_pool
+
+log = logging.getLogger("draview.controller")
+
+
+@dataclass(frozen=True)
+class Settings:
+    batch_interval: float = 0.25
+    engine: EngineOptions = field(default_factory=EngineOptions)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Controller:
+    def __init__(self, writer: Writer, settings: Settings) -> None:
+        self.store = Store()
+        self.writer = writer
+        self.settings = settings
+        self.dirty: dict[PoolKey, float] = {}
+        self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
+        self.pool_errors: dict[PoolKey, set[str]] = {}
+        self.versions: dict[str, str] = {}  # uid -> resourceVersion seen
+        self.leader = False
+        self.synced = False
+        self.wake = asyncio.Event()
+
+    # -- events ---------------------------------------------------------------------
+    def mark(self, keys: Iterable[PoolKey]) -> None:
+        now = time.monotonic()
+        for key in keys:
+            self.dirty.setdefault(key, now)
+        metrics.QUEUE_DEPTH.labels("resourceslice_status").set(len(self.dirty))
+
+    def _seen(self, obj: dict[str, Any]) -> str | None:
+        """The object's uid, or None when this exact version was already applied."""
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or meta.get("name"))
+        rv = str(meta.get("resourceVersion") or "")
+        if rv and self.versions.get(uid) == rv:
+            return None
+        self.versions[uid] = rv
+        return uid
+
+    def slice_event(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or meta.get("name"))
+        if kind == "DELETED":
+            self.versions.pop(uid, None)
+            self.mark(self.store.delete_slice(uid))
+            return
+        if self._seen(obj) is None:
+            return
+        try:
+            s = ResourceSlice.from_object(obj)
+        except (ValidationError, AttributeError, TypeError) as exc:
+            msg = short_error(exc) if isinstance(exc, ValidationError) else str(exc)
+            problem = ObjectProblem("ResourceSlice", str(meta.get("name")), msg, pool_of(obj))
+            metrics.INVALID_OBJECTS.labels("ResourceSlice").inc()
+            log.warning("unreadable ResourceSlice", extra={"object": problem.name, "error": msg})
+            self.mark(self.store.put_slice(uid, None, problem))
+            return
+        self.mark(self.store.put_slice(uid, s))
+
+    def claim_event(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        if kind == "DELETED":
+            self.versions.pop(uid, None)
+            self.mark(self.store.delete_claim(uid))
+        elif self._seen(obj) is not None:
+            try:
+                claim = ResourceClaim.from_object(obj)
+            except (ValidationError, AttributeError, TypeError) as exc:
+                metrics.INVALID_OBJECTS.labels("ResourceClaim").inc()
+                log.warning(
+                    "unreadable ResourceClaim",
+                    extra={
+                        "object": f"{meta.get('namespace')}/{meta.get('name')}",
+                        "error": str(exc),
+                    },
+                )
+                return
+            self.mark(self.store.put_claim(uid, claim))
+        metrics.CLAIMS_TRACKED.set(len(self.store.claim_pools))
+
+    def taint_rule_event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        if kind == "DELETED":
+            self.mark(self.store.delete_taint_rule(name))
+            return
+        try:
+            rule = DeviceTaintRule.from_object(obj)
+        except (ValidationError, AttributeError, TypeError) as exc:
+            metrics.INVALID_OBJECTS.labels("DeviceTaintRule").inc()
+            log.warning("unreadable DeviceTaintRule", extra={"object": name, "error": str(exc)})
+            return
+        self.mark(self.store.put_taint_rule(name, rule))
+
+    # -- batches --------------------------------------------------------------------
+    def _previous(self, key: PoolKey) -> dict[str, Condition] | None:
+        status = self.writer.previous_status(("resourcepoolstatuses", pool_object_name(*key)))
+        if not status:
+            return None
+        return {c["type"]: c for c in status.get("conditions", [])}
+
+    def compute(self, keys: Iterable[PoolKey]) -> tuple[list[dict[str, Any]], list[ObjKey]]:
+        desired: list[dict[str, Any]] = []
+        removed: list[ObjKey] = []
+        now = _now()
+        rules = self.store.rules()
+        for key in sorted(keys):
+            slices = self.store.slices_of(key)
+            if not slices:
+                removed.extend(self.pool_objects.pop(key, ()))
+                self.pool_errors.pop(key, None)
+                metrics.forget_pool(key)
+                continue
+            result = compute_pool(
+                key,
+                slices,
+                self.store.allocations_of(key),
+                rules,
+                self.store.problems_of(key),
+                self.settings.engine,
+                previous=self._previous(key),
+                now=now,
+            )
+            objs = result_objects(result)
+            names = {obj_key(o) for o in objs}
+            removed.extend(self.pool_objects.get(key, set()) - names)
+            self.pool_objects[key] = names
+            errors = set(result.errors.all())
+            new_errors = sorted(errors - self.pool_errors.get(key, set()))
+            for err in new_errors:
+                log.warning(
+                    "pool validation error", extra={"driver": key[0], "pool": key[1], "error": err}
+                )
+            self.pool_errors[key] = errors
+            metrics.record_pool(result, new_errors)
+            desired.extend(objs)
+        return desired, removed
+
+    async def flush(self) -> None:
+        if not self.dirty or not self.leader:
+            return
+        batch, self.dirty = self.dirty, {}
+        oldest = min(batch.values())
+        desired, removed = self.compute(batch)
+        metrics.SYNC_TOTAL.inc()
+        failed = await self.writer.apply(desired, removed, started=oldest)
+        if failed:
+            # Recompute those pools in a later batch; the writer already backed off.
+            by_name = {obj_key(o): o for o in desired}
+            for key in failed:
+                obj = by_name.get(key)
+                if obj is not None:
+                    self.mark([(obj["spec"]["driver"], obj["spec"]["pool"])])
+        metrics.QUEUE_DEPTH.labels("resourceslice_status").set(len(self.dirty))
+
+    async def run_batches(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.batch_interval)
+            oldest = min(self.dirty.values(), default=None)
+            metrics.STALENESS.set(0 if oldest is None else time.monotonic() - oldest)
+            try:
+                await self.flush()
+            except Exception:  # one bad batch must never stop the operator
+                log.exception("batch failed")
+
+    async def full_sync(self) -> None:
+        """After a (re)list or on becoming leader: learn the server, write differences,
+        prune objects whose source is gone."""
+        await self.writer.load()
+        self.pool_objects.clear()
+        keys = self.store.pools() | set(self.dirty)
+        self.dirty = {}
+        desired, removed = self.compute(keys)
+        wanted = {obj_key(o) for o in desired}
+        orphans = [k for k in self.writer.known if k not in wanted and k[0] in PLURALS.values()]
+        failed = await self.writer.apply(desired, [*removed, *orphans])
+        if failed:
+            log.warning("full sync left failures", extra={"count": len(failed)})
+            self.mark(self.store.pools())
+        self.synced = True
+
+    def replace_all(
+        self,
+        slices: list[dict[str, Any]],
+        claims: list[dict[str, Any]],
+        rules: list[dict[str, Any]] | None,
+    ) -> None:
+        """Make the store hold exactly these objects (a re-list heals missed watch events)."""
+        for kind, items, current, handler in (
+            ("slice", slices, set(self.store.uids("slice")), self.slice_event),
+            ("claim", claims, set(self.store.uids("claim")), self.claim_event),
+        ):
+            listed = set()
+            for obj in items:
+                meta = obj.get("metadata") or {}
+                uid = str(meta.get("uid") or meta.get("name"))
+                listed.add(uid)
+                handler("MODIFIED", obj)
+            for uid in current - listed:
+                handler("DELETED", {"metadata": {"uid": uid}})
+            log.debug("re-listed", extra={"kind": kind, "count": len(items)})
+        if rules is not None:
+            listed_rules = {str((r.get("metadata") or {}).get("name")) for r in rules}
+            for obj in rules:
+                self.taint_rule_event("MODIFIED", obj)
+            for name in set(self.store.taint_rules) - listed_rules:
+                self.taint_rule_event("DELETED", {"metadata": {"name": name}})

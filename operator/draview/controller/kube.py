@@ -1,0 +1,126 @@
+"""Connecting to Kubernetes: config, discovery of served versions, lists, self-check."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client, config
+
+log = logging.getLogger("draview.kube")
+GROUP = "resource.k8s.io"
+
+
+async def connect(kubeconfig: str | None, context: str | None) -> client.ApiClient:
+    if kubeconfig or context:
+        await config.load_kube_config(config_file=kubeconfig, context=context)
+    else:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            await config.load_kube_config()
+    return client.ApiClient()
+
+
+def kopf_login(api: client.ApiClient) -> kopf.ConnectionInfo:
+    """Give kopf the very credentials kubernetes_asyncio loaded (honours --context)."""
+    cfg = api.configuration
+    token = None
+    auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    if auth:
+        token = auth.split(" ", 1)[-1]
+    return kopf.ConnectionInfo(
+        server=str(cfg.host),
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+    )
+
+
+async def _get(api: client.ApiClient, path: str) -> Any:
+    resp = await api.call_api(
+        path,
+        "GET",
+        response_types_map={200: "object"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    return resp
+
+
+async def served_version(api: client.ApiClient, plural: str) -> str | None:
+    """The preferred version of resource.k8s.io that serves `plural` (None if none)."""
+    try:
+        group = await _get(api, f"/apis/{GROUP}")
+    except client.exceptions.ApiException:
+        return None
+    preferred = (group.get("preferredVersion") or {}).get("version")
+    versions = [v["version"] for v in group.get("versions", [])]
+    versions.sort(key=lambda v: v != preferred)  # preferred first, then server order
+    for version in versions:
+        resources = await _get(api, f"/apis/{GROUP}/{version}")
+        if any(r.get("name") == plural for r in resources.get("resources", [])):
+            return str(version)
+    return None
+
+
+async def list_all(api: client.ApiClient, version: str, plural: str) -> list[dict[str, Any]]:
+    custom = client.CustomObjectsApi(api)
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": 500}
+        if token:
+            kwargs["_continue"] = token
+        page = await custom.list_cluster_custom_object(GROUP, version, plural, **kwargs)
+        items.extend(page.get("items", []))
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+NEEDED = [
+    ("list", GROUP, "resourceslices", ""),
+    ("watch", GROUP, "resourceslices", ""),
+    ("list", GROUP, "resourceclaims", ""),
+    ("watch", GROUP, "resourceclaims", ""),
+    ("list", GROUP, "devicetaintrules", ""),
+    ("watch", GROUP, "devicetaintrules", ""),
+    ("create", "draview.io", "resourceslicestatuses", ""),
+    ("patch", "draview.io", "resourceslicestatuses", "status"),
+    ("delete", "draview.io", "resourceslicestatuses", ""),
+    ("create", "draview.io", "resourcepoolstatuses", ""),
+    ("patch", "draview.io", "resourcepoolstatuses", "status"),
+    ("delete", "draview.io", "resourcepoolstatuses", ""),
+]
+
+
+async def self_check(api: client.ApiClient, lease_namespace: str | None) -> list[str]:
+    """What this identity may not do that draview needs (SelfSubjectAccessReview)."""
+    authz = client.AuthorizationV1Api(api)
+    needed = list(NEEDED)
+    if lease_namespace:
+        needed += [
+            ("get", "coordination.k8s.io", "leases", ""),
+            ("update", "coordination.k8s.io", "leases", ""),
+        ]
+    missing: list[str] = []
+    for verb, group, resource, sub in needed:
+        attrs = client.V1ResourceAttributes(
+            verb=verb, group=group, resource=resource, subresource=sub or None
+        )
+        if resource == "leases" and lease_namespace:
+            attrs.namespace = lease_namespace
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attrs)
+        )
+        try:
+            out = await authz.create_self_subject_access_review(review)
+        except client.exceptions.ApiException as exc:
+            return [f"cannot run SelfSubjectAccessReview ({exc.status})"]
+        if not out.status.allowed:
+            missing.append(f"{verb} {resource}{'/' + sub if sub else ''}.{group}")
+    return missing

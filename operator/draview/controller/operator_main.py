@@ -1,0 +1,182 @@
+"""`draview run`: wire kopf watches, the controller, leader election and the HTTP port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client
+
+from draview.controller import kube
+from draview.controller.core import Controller, Settings
+from draview.controller.health import serve
+from draview.controller.leader import LeaderElector
+from draview.controller.ratelimit import TokenBucket
+from draview.controller.writer import Writer
+
+log = logging.getLogger("draview")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    kubeconfig: str | None
+    context: str | None
+    settings: Settings
+    qps: float
+    burst: int
+    resync_interval: float
+    bind_address: str
+    port: int
+    leader_elect: bool
+    lease_namespace: str
+    lease_name: str
+    identity: str
+
+
+def _register(registry: kopf.OperatorRegistry, ctl: Controller, versions: dict[str, str]) -> None:
+    """Only `on.event`: no handler here ever patches a watched object."""
+    handlers = {
+        "resourceslices": ctl.slice_event,
+        "resourceclaims": ctl.claim_event,
+        "devicetaintrules": ctl.taint_rule_event,
+    }
+    for plural, version in versions.items():
+        handler = handlers[plural]
+
+        def make(h: Any) -> Any:
+            async def on_event(event: dict[str, Any], **_: Any) -> None:
+                h(event.get("type") or "MODIFIED", event["object"])
+
+            return on_event
+
+        kopf.on.event(kube.GROUP, version, plural, registry=registry, id=f"draview-{plural}")(
+            make(handler)
+        )
+
+
+def _kopf_settings(settings: kopf.OperatorSettings) -> None:
+    settings.posting.enabled = False  # no Events about our own handlers
+    settings.scanning.disabled = True  # resources are resolved once, at start
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.error_backoffs = [1, 2, 5, 10, 20]
+
+
+async def run(cfg: RunConfig) -> int:
+    api = await kube.connect(cfg.kubeconfig, cfg.context)
+    missing = await kube.self_check(api, cfg.lease_namespace if cfg.leader_elect else None)
+    if missing:
+        log.warning(
+            "missing permissions; draview will fail where it needs them", extra={"missing": missing}
+        )
+    versions: dict[str, str] = {}
+    for plural in ("resourceslices", "resourceclaims", "devicetaintrules"):
+        version = await kube.served_version(api, plural)
+        if version is None:
+            if plural != "devicetaintrules":
+                log.error("resource.k8s.io serves no %s: is DRA enabled?", plural)
+                return 1
+            log.info("DeviceTaintRules are not served; only device taints apply")
+            continue
+        versions[plural] = version
+    log.info("watching", extra={"versions": versions})
+
+    writer = Writer(client.CustomObjectsApi(api), TokenBucket(cfg.qps, cfg.burst))
+    ctl = Controller(writer, cfg.settings)
+    listed = False
+    runner = await serve(
+        cfg.bind_address, cfg.port, lambda: listed and (ctl.synced or not ctl.leader)
+    )
+
+    async def relist() -> None:
+        slices = await kube.list_all(api, versions["resourceslices"], "resourceslices")
+        claims = await kube.list_all(api, versions["resourceclaims"], "resourceclaims")
+        rules = None
+        if "devicetaintrules" in versions:
+            rules = await kube.list_all(api, versions["devicetaintrules"], "devicetaintrules")
+        ctl.replace_all(slices, claims, rules)
+
+    await relist()
+    listed = True
+
+    async def become_leader() -> None:
+        ctl.leader = True
+        await ctl.full_sync()
+
+    def stop_leading() -> None:
+        ctl.leader = False
+        ctl.synced = False
+
+    elector = None
+    if cfg.leader_elect:
+        elector = LeaderElector(
+            client.CoordinationV1Api(api),
+            cfg.lease_namespace,
+            cfg.lease_name,
+            cfg.identity,
+            become_leader,
+            stop_leading,
+        )
+    else:
+        await become_leader()
+
+    async def resync_loop() -> None:
+        while True:
+            await asyncio.sleep(cfg.resync_interval)
+            try:
+                await relist()
+                if ctl.leader:
+                    await ctl.full_sync()
+            except Exception as exc:
+                log.warning("periodic re-list failed", extra={"error": str(exc)})
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    registry = kopf.OperatorRegistry()
+    _register(registry, ctl, versions)
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        _kopf_settings(settings)
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return kube.kopf_login(api)
+
+    tasks = [
+        asyncio.create_task(ctl.run_batches(), name="batches"),
+        asyncio.create_task(resync_loop(), name="resync"),
+        asyncio.create_task(
+            kopf.operator(registry=registry, standalone=True, clusterwide=True, stop_flag=stop),
+            name="kopf",
+        ),
+    ]
+    if elector is not None:
+        tasks.append(asyncio.create_task(elector.run(), name="leader"))
+    # kopf installs its own SIGTERM/SIGINT handlers and stops by itself: wake on either.
+    kopf_task = next(t for t in tasks if t.get_name() == "kopf")
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait([stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED)
+    stop.set()
+    stopper.cancel()
+    log.info("stopping")
+    for t in tasks:
+        if t.get_name() != "kopf":
+            t.cancel()
+    with contextlib.suppress(Exception):
+        await ctl.flush()  # write what is pending before handing over
+    if elector is not None:
+        await elector.release()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+    await runner.cleanup()
+    await api.close()
+    return 0

@@ -1,0 +1,116 @@
+"""In-memory store of what the operator watches, indexed by pool.
+
+Every update is O(size of the object) and returns the pools it made dirty: for a slice
+its old and new pool, for a claim the pools of its old and new allocation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from draview.api.claims import ResourceClaim
+from draview.api.slices import ResourceSlice
+from draview.api.taints import DeviceTaintRule
+from draview.api.world import ObjectProblem
+from draview.engine.allocations import claim_allocations
+from draview.engine.model import AllocRef, PoolKey
+
+
+class Store:
+    def __init__(self) -> None:
+        self.slices: dict[str, ResourceSlice] = {}
+        self.pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = defaultdict(dict)
+        self.claims: dict[str, ResourceClaim] = {}
+        self.claim_pools: dict[str, dict[PoolKey, list[AllocRef]]] = {}
+        self.pool_allocs: dict[PoolKey, dict[str, list[AllocRef]]] = defaultdict(dict)
+        self.taint_rules: dict[str, DeviceTaintRule] = {}
+        # Slices that could not be read, by uid, with the pool they name (if readable).
+        self.problems: dict[str, ObjectProblem] = {}
+
+    # -- slices ---------------------------------------------------------------------
+    def put_slice(
+        self, uid: str, s: ResourceSlice | None, problem: ObjectProblem | None = None
+    ) -> set[PoolKey]:
+        dirty = self.delete_slice(uid)
+        if s is not None:
+            self.slices[uid] = s
+            self.pool_slices[s.pool_key][uid] = s
+            dirty.add(s.pool_key)
+        if problem is not None:
+            self.problems[uid] = problem
+            if problem.pool is not None:
+                dirty.add(problem.pool)
+        return dirty
+
+    def delete_slice(self, uid: str) -> set[PoolKey]:
+        dirty: set[PoolKey] = set()
+        old = self.slices.pop(uid, None)
+        if old is not None:
+            members = self.pool_slices.get(old.pool_key)
+            if members is not None:
+                members.pop(uid, None)
+                if not members:
+                    del self.pool_slices[old.pool_key]
+            dirty.add(old.pool_key)
+        problem = self.problems.pop(uid, None)
+        if problem is not None and problem.pool is not None:
+            dirty.add(problem.pool)
+        return dirty
+
+    # -- claims ---------------------------------------------------------------------
+    def put_claim(self, uid: str, claim: ResourceClaim) -> set[PoolKey]:
+        dirty = self.delete_claim(uid)
+        self.claims[uid] = claim
+        pools = claim_allocations(claim)
+        if pools:
+            self.claim_pools[uid] = pools
+            for key, refs in pools.items():
+                self.pool_allocs[key][uid] = refs
+                dirty.add(key)
+        return dirty
+
+    def delete_claim(self, uid: str) -> set[PoolKey]:
+        self.claims.pop(uid, None)
+        pools = self.claim_pools.pop(uid, {})
+        for key in pools:
+            allocs = self.pool_allocs.get(key)
+            if allocs is not None:
+                allocs.pop(uid, None)
+                if not allocs:
+                    del self.pool_allocs[key]
+        return set(pools)
+
+    # -- taint rules ----------------------------------------------------------------
+    def _rule_pools(self, rule: DeviceTaintRule) -> set[PoolKey]:
+        return {
+            k for k in self.pool_slices if rule.driver in (None, k[0]) and rule.pool in (None, k[1])
+        }
+
+    def put_taint_rule(self, name: str, rule: DeviceTaintRule) -> set[PoolKey]:
+        dirty = self.delete_taint_rule(name)
+        self.taint_rules[name] = rule
+        return dirty | self._rule_pools(rule)
+
+    def delete_taint_rule(self, name: str) -> set[PoolKey]:
+        old = self.taint_rules.pop(name, None)
+        return self._rule_pools(old) if old is not None else set()
+
+    # -- reads for the engine -------------------------------------------------------
+    def pools(self) -> set[PoolKey]:
+        return set(self.pool_slices)
+
+    def slices_of(self, key: PoolKey) -> list[ResourceSlice]:
+        return list(self.pool_slices.get(key, {}).values())
+
+    def allocations_of(self, key: PoolKey) -> list[AllocRef]:
+        return [r for refs in self.pool_allocs.get(key, {}).values() for r in refs]
+
+    def problems_of(self, key: PoolKey) -> list[str]:
+        return sorted(str(p) for p in self.problems.values() if p.pool == key)
+
+    def rules(self) -> list[DeviceTaintRule]:
+        return [self.taint_rules[k] for k in sorted(self.taint_rules)]
+
+    def uids(self, kind: str) -> Iterable[str]:
+        return list(self.slices) + list(self.problems) if kind == "slice" else list(self.claims)

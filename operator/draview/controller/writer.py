@@ -1,0 +1,209 @@
+"""Write status objects: create what is missing, merge-patch only what changed, delete
+what no longer has a source. Rate-limited, retried with backoff, never writes an
+unchanged object (an unchanged world costs zero requests)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes_asyncio.client import CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from draview.api.status import API_GROUP
+from draview.controller import metrics
+from draview.controller.mergepatch import merge_diff
+from draview.controller.ratelimit import TokenBucket
+
+log = logging.getLogger("draview.writer")
+VERSION = "v1alpha1"
+PLURALS = {
+    "ResourceSliceStatus": "resourceslicestatuses",
+    "ResourcePoolStatus": "resourcepoolstatuses",
+}
+MERGE = "application/merge-patch+json"
+ObjKey = tuple[str, str]  # (plural, name)
+
+
+def obj_key(obj: dict[str, Any]) -> ObjKey:
+    return (PLURALS[obj["kind"]], obj["metadata"]["name"])
+
+
+class Writer:
+    def __init__(self, api: CustomObjectsApi, bucket: TokenBucket, retries: int = 4) -> None:
+        self.api = api
+        self.bucket = bucket
+        self.retries = retries
+        # What each of our objects holds on the server, as far as we know.
+        self.known: dict[ObjKey, dict[str, Any]] = {}
+        self.writes = 0
+
+    async def load(self) -> None:
+        """Learn what the server holds (startup, leadership, periodic re-list)."""
+        known: dict[ObjKey, dict[str, Any]] = {}
+        for plural in PLURALS.values():
+            listing = await self.api.list_cluster_custom_object(API_GROUP, VERSION, plural)
+            for item in listing.get("items", []):
+                known[(plural, item["metadata"]["name"])] = {
+                    "metadata": item["metadata"],
+                    "spec": item.get("spec", {}),
+                    "status": item.get("status", {}),
+                }
+        self.known = known
+
+    def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
+        cur = self.known.get(key)
+        return cur.get("status") if cur else None
+
+    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            await self.bucket.take()
+            try:
+                out = await fn(*args, **kw)
+                self.writes += 1
+                metrics.WRITES.labels(verb, kind).inc()
+                return out
+            except ApiException as exc:
+                retryable = exc.status in (429, 500, 502, 503, 504) or exc.status == 0
+                if not retryable or attempt == self.retries:
+                    raise
+            except (TimeoutError, OSError):
+                if attempt == self.retries:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise RuntimeError("unreachable")
+
+    async def _create(self, plural: str, obj: dict[str, Any]) -> None:
+        body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        try:
+            await self._call(
+                "create",
+                plural,
+                self.api.create_cluster_custom_object,
+                API_GROUP,
+                VERSION,
+                plural,
+                body,
+            )
+        except ApiException as exc:
+            if exc.status != 409:  # already there: someone (an earlier us) made it
+                raise
+        # The status subresource ignores status on create: a second request sets it.
+        await self._call(
+            "patch",
+            plural,
+            self.api.patch_cluster_custom_object_status,
+            API_GROUP,
+            VERSION,
+            plural,
+            obj["metadata"]["name"],
+            {"status": obj["status"]},
+            _content_type=MERGE,
+        )
+
+    async def put(self, obj: dict[str, Any]) -> bool:
+        """Make the server hold `obj`; True when a request was needed."""
+        key = obj_key(obj)
+        plural, name = key
+        cur = self.known.get(key)
+        try:
+            if cur is None:
+                await self._create(plural, obj)
+            else:
+                meta_patch = merge_diff(
+                    {"labels": cur["metadata"].get("labels") or {}},
+                    {"labels": obj["metadata"].get("labels") or {}},
+                )
+                if cur["spec"] != obj["spec"] or meta_patch:
+                    body: dict[str, Any] = {"spec": obj["spec"]}
+                    if meta_patch:
+                        body["metadata"] = meta_patch
+                    await self._call(
+                        "patch",
+                        plural,
+                        self.api.patch_cluster_custom_object,
+                        API_GROUP,
+                        VERSION,
+                        plural,
+                        name,
+                        body,
+                        _content_type=MERGE,
+                    )
+                patch = merge_diff(cur["status"], obj["status"])
+                if not patch and cur["spec"] == obj["spec"] and not meta_patch:
+                    return False
+                if patch:
+                    await self._call(
+                        "patch",
+                        plural,
+                        self.api.patch_cluster_custom_object_status,
+                        API_GROUP,
+                        VERSION,
+                        plural,
+                        name,
+                        {"status": patch},
+                        _content_type=MERGE,
+                    )
+        except ApiException as exc:
+            if exc.status == 404 and cur is not None:
+                # Deleted behind our back: forget it and create it next time.
+                self.known.pop(key, None)
+            metrics.UPDATE_ERRORS.labels(plural, str(exc.status)).inc()
+            log.warning(
+                "status write failed",
+                extra={"object": f"{plural}/{name}", "code": exc.status, "reason": exc.reason},
+            )
+            raise
+        self.known[key] = {
+            "metadata": obj["metadata"],
+            "spec": obj["spec"],
+            "status": obj["status"],
+        }
+        return True
+
+    async def delete(self, key: ObjKey) -> None:
+        plural, name = key
+        if key not in self.known:
+            return
+        try:
+            await self._call(
+                "delete",
+                plural,
+                self.api.delete_cluster_custom_object,
+                API_GROUP,
+                VERSION,
+                plural,
+                name,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                metrics.UPDATE_ERRORS.labels(plural, str(exc.status)).inc()
+                raise
+        self.known.pop(key, None)
+
+    async def apply(
+        self,
+        desired: Iterable[dict[str, Any]],
+        removed: Iterable[ObjKey],
+        started: float | None = None,
+    ) -> list[ObjKey]:
+        """Write `desired`, delete `removed`; returns the keys that failed."""
+        failed: list[ObjKey] = []
+        for obj in desired:
+            try:
+                await self.put(obj)
+            except (TimeoutError, ApiException, OSError):
+                failed.append(obj_key(obj))
+        for key in removed:
+            try:
+                await self.delete(key)
+            except (TimeoutError, ApiException, OSError):
+                failed.append(key)
+        if started is not None:
+            metrics.UPDATE_DURATION.observe(time.monotonic() - started)
+        return failed
