@@ -8,7 +8,7 @@ setup:
 	$(PIP) install -q -e '.[test]'
 
 lint: setup
-	$(PYTHON) -m ruff check operator tests bench
+	$(PYTHON) -m ruff check operator tests e2e $(wildcard bench)
 	$(PYTHON) -m ruff format --check operator/draview tests/unit
 	MYPYPATH=operator $(PYTHON) -m mypy
 	cd operator && lint-imports --config ../pyproject.toml
