@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -353,3 +357,105 @@ def test_two_replicas_one_writer_and_failover(
         a.stop()
         b.stop()
         crds.delete("resourceslice", name, f"{name}-2")
+
+
+def _apiserver_pidfile() -> Path:
+    state = os.environ.get(
+        "DRAVIEW_CLUSTER_DIR", str(Path.home() / ".cache" / "draview-cluster" / "run")
+    )
+    return Path(state) / "pids" / "kube-apiserver.pid"
+
+
+@pytest.mark.skipif(
+    not _apiserver_pidfile().exists(),
+    reason="needs the local control plane (e2e/cluster), not an external one",
+)
+def test_apiserver_down_for_20s_then_converges(
+    operator: Operator, crds: KubeCluster, kube_namespace: str
+) -> None:
+    pool, name = uniq("pool"), uniq("slice")
+    crds.create(rslice(name, pool, [{"name": "gpu-0"}, {"name": "gpu-1"}]))
+    wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Available", None)})
+    pidfile = _apiserver_pidfile()
+    pid = int(pidfile.read_text())
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    log = pidfile.parent.parent / "logs" / "kube-apiserver.log"
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(20)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [c.decode() for c in cmdline],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    pidfile.write_text(f"{proc.pid}\n")  # so that e2e/cluster/down stops this one
+    crds.wait_for(
+        "API server ready", lambda: crds.run("get", "--raw", "/readyz").returncode == 0, timeout=120
+    )
+    try:
+        assert operator.get("/healthz")[0] == 200
+        allocate(crds, kube_namespace, "after-restart", pool, "gpu-0")
+        crds.wait_for(
+            "allocation after the restart",
+            lambda: (
+                device_states(crds, name)
+                == {"gpu-0": ("Allocated", None), "gpu-1": ("Available", None)}
+            ),
+            timeout=90,
+        )
+    finally:
+        crds.delete("resourceslice", name)
+
+
+def test_a_broken_pool_never_stops_the_others(operator: Operator, crds: KubeCluster) -> None:
+    bad, good = uniq("pool"), uniq("pool")
+    # The API server accepts this (the reference crosses slices); the allocator would not.
+    crds.create(
+        rslice(
+            f"{bad}-a",
+            bad,
+            [
+                {
+                    "name": "p",
+                    "consumesCounters": [
+                        {"counterSet": "no-such-set", "counters": {"memory": {"value": "1Gi"}}}
+                    ],
+                }
+            ],
+            count=2,
+        ),
+        rslice(f"{bad}-b", bad, None, count=2, counters={"cs": {"memory": "1Gi"}}),
+        rslice(f"{bad}-c", bad, None, count=2, counters={"cs": {"memory": "1Gi"}}),
+    )
+    crds.create(rslice(f"{good}-a", good, [{"name": "gpu-0"}]))
+    try:
+        wait_states(crds, f"{bad}-a", {"p": ("Unavailable", "PoolInvalid")})
+        wait_states(crds, f"{good}-a", {"gpu-0": ("Available", None)})
+        obj = slice_status(crds, f"{bad}-a")
+        assert obj is not None
+        errors = obj["status"]["poolStatus"]["validationErrors"]
+        assert {e.split(":")[0] for e in errors} == {"CounterSetNotFound", "DuplicateCounterSet"}
+    finally:
+        crds.delete("resourceslice", f"{bad}-a", f"{bad}-b", f"{bad}-c", f"{good}-a")
+
+
+def test_slice_status_is_garbage_collected_with_its_slice(
+    crds: KubeCluster, tmp_path: Path
+) -> None:
+    """With no operator running, Kubernetes' garbage collector alone removes the status
+    object through its ownerReference."""
+    pool, name = uniq("pool"), uniq("slice")
+    crds.create(rslice(name, pool, [{"name": "gpu-0"}]))
+    op = Operator(crds.kubeconfig, ("--leader-elect", "false")).start(tmp_path)
+    try:
+        op.wait_ready()
+        wait_states(crds, name, {"gpu-0": ("Available", None)})
+    finally:
+        assert op.stop() == 0
+    crds.delete("resourceslice", name)
+    crds.wait_for("garbage collection", lambda: slice_status(crds, name) is None, timeout=60)

@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client
 
@@ -59,6 +61,32 @@ def _register(registry: kopf.OperatorRegistry, ctl: Controller, versions: dict[s
         )
 
 
+async def _until_done(what: str, step: Callable[[], Awaitable[None]]) -> None:
+    """Retry a startup step until it succeeds: an API server that is restarting (429
+    "storage is (re)initializing", 5xx, refused connections) or CRDs not served yet must
+    delay readiness, never crash the operator."""
+    delay = 1.0
+    while True:
+        try:
+            await step()
+            return
+        except client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                log.error(
+                    "draview CRDs are not served; install them with `kubectl apply -k deploy/crds`",
+                    extra={"step": what},
+                )
+            else:
+                log.warning(
+                    "API request failed",
+                    extra={"step": what, "code": exc.status, "reason": exc.reason},
+                )
+        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+            log.warning("API server unreachable", extra={"step": what, "error": str(exc)})
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 30.0)
+
+
 def _kopf_settings(settings: kopf.OperatorSettings) -> None:
     settings.posting.enabled = False  # no Events about our own handlers
     settings.scanning.disabled = True  # resources are resolved once, at start
@@ -69,6 +97,13 @@ def _kopf_settings(settings: kopf.OperatorSettings) -> None:
 
 async def run(cfg: RunConfig) -> int:
     api = await kube.connect(cfg.kubeconfig, cfg.context)
+    try:
+        return await _run(cfg, api)
+    finally:
+        await api.close()
+
+
+async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     missing = await kube.self_check(api, cfg.lease_namespace if cfg.leader_elect else None)
     if missing:
         log.warning(
@@ -101,12 +136,12 @@ async def run(cfg: RunConfig) -> int:
             rules = await kube.list_all(api, versions["devicetaintrules"], "devicetaintrules")
         ctl.replace_all(slices, claims, rules)
 
-    await relist()
+    await _until_done("initial list", relist)
     listed = True
 
     async def become_leader() -> None:
         ctl.leader = True
-        await ctl.full_sync()
+        await _until_done("initial status sync", ctl.full_sync)
 
     def stop_leading() -> None:
         ctl.leader = False
@@ -178,5 +213,4 @@ async def run(cfg: RunConfig) -> int:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
     await runner.cleanup()
-    await api.close()
     return 0

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -71,7 +72,7 @@ class Writer:
                 retryable = exc.status in (429, 500, 502, 503, 504) or exc.status == 0
                 if not retryable or attempt == self.retries:
                     raise
-            except (TimeoutError, OSError):
+            except (TimeoutError, OSError, aiohttp.ClientError):
                 if attempt == self.retries:
                     raise
             await asyncio.sleep(delay)
@@ -197,12 +198,12 @@ class Writer:
         for obj in desired:
             try:
                 await self.put(obj)
-            except (TimeoutError, ApiException, OSError):
+            except (TimeoutError, ApiException, OSError, aiohttp.ClientError):
                 failed.append(obj_key(obj))
         for key in removed:
             try:
                 await self.delete(key)
-            except (TimeoutError, ApiException, OSError):
+            except (TimeoutError, ApiException, OSError, aiohttp.ClientError):
                 failed.append(key)
         if started is not None:
             metrics.UPDATE_DURATION.observe(time.monotonic() - started)
