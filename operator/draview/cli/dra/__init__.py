@@ -1,0 +1,1 @@
+"""`kubectl dra` subcommands, one module each; shared plumbing in common/kubectl/source."""

@@ -1,0 +1,319 @@
+"""`kubectl dra describe resourceslice NAME` and `kubectl dra describe node NAME`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import Any
+
+from draview.api.slices import ResourceSlice
+from draview.cli.dra.common import CliError
+from draview.cli.dra.kubectl import NotFound
+from draview.cli.dra.rbac import Visibility
+from draview.cli.dra.render import Doc, caps_text, counter_lines
+from draview.cli.dra.source import Source, Statuses
+from draview.cli.output import dump
+from draview.engine.nodes import device_reaches, slice_may_reach
+
+KINDS = {
+    "resourceslice": "resourceslice",
+    "resourceslices": "resourceslice",
+    "slice": "resourceslice",
+    "node": "node",
+    "nodes": "node",
+    "no": "node",
+}
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "describe",
+        parents=[common],
+        help="describe a ResourceSlice or a Node's DRA resources",
+        description="Describe a ResourceSlice (spec, per-device state and allocations, "
+        "capacity, counters, pool conditions and validation errors) or the DRA devices a "
+        "Node can reach, including network-attached ones.",
+    )
+    p.add_argument("kind", choices=sorted(KINDS), metavar="resourceslice|node")
+    p.add_argument("name")
+    p.set_defaults(func=run)
+
+
+def source_text(st: Statuses) -> str:
+    if st.origin == "operator":
+        return "draview operator (ResourceSliceStatus/ResourcePoolStatus)"
+    return "computed by kubectl-dra from ResourceSlices and ResourceClaims"
+
+
+def _reach(s: ResourceSlice) -> str:
+    if s.per_device_node_selection:
+        return "per-device node selection"
+    if s.all_nodes:
+        return "all nodes"
+    if s.node_selector is not None:
+        return "nodes matching a nodeSelector"
+    if s.node_name:
+        return f"node {s.node_name}"
+    return "unknown"
+
+
+def allocation_lines(doc: Doc, level: int, dev: dict[str, Any], vis: Visibility) -> None:
+    allocs = dev.get("allocations") or []
+    shown, hidden = vis.split(allocs)
+    hidden += max(0, int(dev.get("allocationCount", 0)) - len(allocs))
+    if not shown and not hidden:
+        return
+    doc.head(level, "Allocations")
+    for a in shown:
+        parts = [f"{a['claimNamespace']}/{a['claimName']}", f"request {a.get('request') or '-'}"]
+        if a.get("shareID"):
+            parts.append(f"share {a['shareID']}")
+        if a.get("capacity"):
+            parts.append(",".join(f"{k}={v}" for k, v in sorted(a["capacity"].items())))
+        if a.get("adminAccess"):
+            parts.append("admin access (does not use the device)")
+        doc.line(level + 1, "- " + ", ".join(parts))
+    if hidden:
+        doc.line(level + 1, f"- {hidden} claim{'s' if hidden != 1 else ''} you may not see")
+
+
+def state_text(dev: dict[str, Any], vis: Visibility) -> str:
+    state = str(dev["state"])
+    if dev.get("stateReason"):
+        return f"{state} ({dev['stateReason']})"
+    claims = vis.claims_text(
+        {
+            **dev,
+            "allocations": [a for a in dev.get("allocations") or [] if not a.get("adminAccess")],
+        }
+    )
+    if state in ("Allocated", "PartiallyAllocated") and claims:
+        return f"{state} to {claims}" if not claims.startswith("(") else f"{state} {claims}"
+    return state
+
+
+def _device_capacity(spec_dev: Any, dev: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    if dev.get("capacity"):
+        return dev["capacity"], dev.get("availableCapacity") or {}
+    caps = {k: c.value for k, c in (spec_dev.capacity.items() if spec_dev else [])}
+    # A whole device: all of it is free or none of it.
+    free = caps if dev["state"] == "Available" else {k: "0" for k in caps}
+    return caps, free
+
+
+def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dict[str, Any]]:
+    raw = source.one("ResourceSlice", name)
+    s = ResourceSlice.from_object(raw)
+    st = source.statuses()
+    sst = st.slice_status(name)
+    pst = st.pool_status(s.driver, s.pool.name)
+    status = (sst or {}).get("status") or {}
+    doc = Doc()
+    doc.block(
+        0,
+        [
+            ("Name", s.name),
+            ("API Version", raw.get("apiVersion")),
+            ("Kind", "ResourceSlice"),
+            ("Status Source", source_text(st)),
+        ],
+    )
+    doc.head(0, "Spec")
+    doc.block(1, [("Driver", s.driver)])
+    doc.head(1, "Pool")
+    doc.block(
+        2,
+        [
+            ("Name", s.pool.name),
+            ("Generation", s.pool.generation),
+            ("Resource Slice Count", s.pool.resource_slice_count),
+        ],
+    )
+    doc.block(
+        1,
+        [
+            ("Node Name", s.node_name),
+            ("Reachable From", _reach(s)),
+            ("Devices", len(s.devices)),
+            ("Shared Counter Sets", ", ".join(c.name for c in s.shared_counters) or None),
+        ],
+    )
+    doc.head(0, "Status")
+    if sst is None:
+        doc.line(1, "<none>: no status for this slice")
+        return doc.text(), {"slice": raw}
+    summary = status.get("summary") or {}
+    doc.block(1, [("Observed Generation", status.get("observedGeneration"))])
+    doc.head(1, "Summary")
+    doc.block(
+        2,
+        [
+            ("Total Devices", summary.get("totalDevices", 0)),
+            ("Allocated Devices", summary.get("allocatedDevices", 0)),
+            ("Partially Allocated Devices", summary.get("partiallyAllocatedDevices", 0)),
+            ("Available Devices", summary.get("availableDevices", 0)),
+            ("Unavailable Devices", summary.get("unavailableDevices", 0)),
+        ],
+    )
+    for key, label in (
+        ("totalCapacity", "Total Capacity"),
+        ("allocatedCapacity", "Allocated Capacity"),
+        ("availableCapacity", "Available Capacity"),
+    ):
+        if summary.get(key):
+            doc.head(2, label)
+            doc.block(3, caps_text(summary[key]))
+    spec_devices = {d.name: d for d in s.devices}
+    devices = status.get("devices") or []
+    if devices:
+        doc.head(1, "Devices")
+    for dev in devices:
+        doc.head(2, dev["name"])
+        pairs: list[tuple[str, object]] = [("State", dev["state"])]
+        if dev.get("stateReason"):
+            pairs.append(("Reason", dev["stateReason"]))
+        doc.block(3, pairs)
+        allocation_lines(doc, 3, dev, vis)
+        caps, free = _device_capacity(spec_devices.get(dev["name"]), dev)
+        if caps:
+            doc.head(3, "Capacity")
+            doc.block(4, caps_text(caps))
+            doc.head(3, "Available Capacity")
+            doc.block(4, caps_text(free))
+    if status.get("counterSets"):
+        doc.head(1, "Counter Sets")
+        counter_lines(doc, 2, status["counterSets"])
+    pool_body = (pst or {}).get("status") or {}
+    if not status.get("counterSets") and pool_body.get("counterSets"):
+        doc.head(1, "Pool Counter Sets")
+        counter_lines(doc, 2, pool_body["counterSets"])
+    pool_lines(doc, 1, pool_body or status.get("poolStatus") or {})
+    structured = {"slice": raw, "status": elided_status(sst, vis)}
+    if pst is not None:
+        structured["poolStatus"] = pst
+    return doc.text(), structured
+
+
+def elided_status(obj: dict[str, Any], vis: Visibility) -> dict[str, Any]:
+    status = dict(obj.get("status") or {})
+    status["devices"] = [
+        {**d, "allocations": vis.elide(d["allocations"])} if d.get("allocations") else d
+        for d in status.get("devices") or []
+    ]
+    return {**obj, "status": status}
+
+
+def pool_lines(doc: Doc, level: int, body: dict[str, Any]) -> None:
+    if not body:
+        return
+    doc.head(level, "Pool Status")
+    conds = {c.get("type"): c for c in body.get("conditions") or []}
+    pairs: list[tuple[str, object]] = []
+    if "generation" in body:
+        pairs.append(("Generation", body["generation"]))
+    pairs.append(
+        (
+            "Slices",
+            f"{body.get('observedSliceCount', '?')} of {body.get('expectedSliceCount', '?')}",
+        )
+    )
+    for t in ("Complete", "Valid"):
+        c = conds.get(t)
+        if c is not None:
+            msg = f" ({c.get('reason')}: {c.get('message')})" if c.get("status") != "True" else ""
+            pairs.append((t, f"{c.get('status')}{msg}"))
+    doc.block(level + 1, pairs)
+    errors = body.get("validationErrors") or []
+    if errors:
+        doc.head(level + 1, "Validation Errors")
+        for e in errors:
+            doc.line(level + 2, f"- {e}")
+
+
+def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict[str, Any]]:
+    node = source.node(name)
+    slices = source.slice_models()
+    # A dump may hold no Node objects: a node that slices name is enough there.
+    known = source.kubectl is None and any(s.node_name == name for s in slices)
+    if node is None and not known:
+        raise NotFound(f'node "{name}" not found')
+    labels = {
+        str(k): str(v)
+        for k, v in (((node or {}).get("metadata") or {}).get("labels") or {}).items()
+    }
+    st = source.statuses()
+    reached: dict[tuple[str, str], list[tuple[ResourceSlice, set[str]]]] = {}
+    for s in sorted(slices, key=lambda x: x.name):
+        if slice_may_reach(s, name, labels):
+            devs = {d.name for d in s.devices if device_reaches(s, d, name, labels)}
+            reached.setdefault(s.pool_key, []).append((s, devs))
+    doc = Doc()
+    doc.block(0, [("Name", name), ("Status Source", source_text(st))])
+    if not reached:
+        doc.block(0, [("DRA Resources", None)])
+        return doc.text(), {"node": name, "pools": []}
+    doc.head(0, "DRA Resources")
+    structured: list[dict[str, Any]] = []
+    for (driver, pool), members in sorted(reached.items()):
+        pst = st.pool_status(driver, pool)
+        pool_body = (pst or {}).get("status") or {}
+        devices: list[dict[str, Any]] = []
+        for s, names in members:
+            sst = st.slice_status(s.name)
+            for d in ((sst or {}).get("status") or {}).get("devices") or []:
+                if d["name"] in names:
+                    devices.append(d)
+        counts = Counter(d["state"] for d in devices)
+        doc.block(
+            1, [("Driver", driver), ("Pool", pool), ("Reached Through", _reach(members[0][0]))]
+        )
+        doc.head(1, "Devices")
+        doc.block(
+            2,
+            [
+                ("Total", len(devices)),
+                ("Allocated", counts["Allocated"] + counts["PartiallyAllocated"]),
+                ("Available", counts["Available"]),
+                ("Unavailable", counts["Unavailable"]),
+            ],
+        )
+        if devices:
+            doc.head(1, "Resource Details")
+            for d in devices:
+                doc.line(2, f"- Device: {d['name']} ({state_text(d, vis)})")
+        if pool_body.get("counterSets"):
+            doc.head(1, "Counter Sets")
+            counter_lines(doc, 2, pool_body["counterSets"])
+        conds = {c.get("type"): c.get("status") for c in pool_body.get("conditions") or []}
+        if conds and (conds.get("Complete") != "True" or conds.get("Valid") != "True"):
+            pool_lines(doc, 1, pool_body)
+        structured.append(
+            {
+                "driver": driver,
+                "pool": pool,
+                "devices": [
+                    {**d, "allocations": vis.elide(d["allocations"])} if d.get("allocations") else d
+                    for d in devices
+                ],
+                "counterSets": pool_body.get("counterSets", []),
+            }
+        )
+    return doc.text(), {"node": name, "pools": structured}
+
+
+def run(args: argparse.Namespace, source: Source) -> int:
+    vis = Visibility(source.kubectl)
+    kind = KINDS[args.kind]
+    try:
+        if kind == "resourceslice":
+            text, structured = describe_slice(args.name, source, vis)
+        else:
+            text, structured = describe_node(args.name, source, vis)
+    except NotFound as exc:
+        raise CliError(str(exc)) from None
+    if args.output in ("yaml", "json"):
+        sys.stdout.write(dump(structured, args.output))
+    else:
+        sys.stdout.write(text)
+    return 0

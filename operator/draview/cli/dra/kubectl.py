@@ -1,0 +1,100 @@
+"""kubectl as the transport: the user's kubeconfig, context and auth plugins just work."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from draview.cli.dra.common import CliError
+
+
+class NotServed(CliError):
+    """The API server does not serve the resource (a CRD is not installed)."""
+
+
+class Forbidden(CliError):
+    """RBAC does not allow the request."""
+
+
+class NotFound(CliError):
+    """The named object does not exist."""
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "kubectl failed"
+
+
+@dataclass
+class Kubectl:
+    binary: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    timeout: float = 120
+    _can_i: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+
+    @classmethod
+    def find(cls, explicit: str | None, kubeconfig: str | None, context: str | None) -> Kubectl:
+        binary = explicit or os.environ.get("DRAVIEW_KUBECTL") or "kubectl"
+        if os.sep not in binary and shutil.which(binary) is None:
+            raise CliError(
+                f"kubectl not found: {binary!r} (use --kubectl PATH or $DRAVIEW_KUBECTL)"
+            )
+        return cls(binary, kubeconfig, context)
+
+    def _base(self) -> list[str]:
+        cmd = [self.binary]
+        if self.kubeconfig:
+            cmd.append(f"--kubeconfig={self.kubeconfig}")
+        if self.context:
+            cmd.append(f"--context={self.context}")
+        return cmd
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [*self._base(), *args],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise CliError(f"kubectl not found: {self.binary!r}") from None
+        except subprocess.TimeoutExpired:
+            raise CliError(f"kubectl {' '.join(args)} timed out after {self.timeout:g} s") from None
+
+    def get_json(self, *args: str) -> Any:
+        """`kubectl get ARGS -o json`, parsed; typed errors for the cases callers handle."""
+        proc = self.run("get", *args, "-o", "json")
+        if proc.returncode != 0:
+            msg = _one_line(proc.stderr)
+            low = msg.lower()
+            if "doesn't have a resource type" in low or "the server could not find" in low:
+                raise NotServed(msg)
+            if "forbidden" in low:
+                raise Forbidden(msg)
+            if "notfound" in low.replace(" ", "") or "not found" in low:
+                raise NotFound(msg)
+            raise CliError(msg)
+        try:
+            return json.loads(proc.stdout or "{}")
+        except json.JSONDecodeError:
+            raise CliError(f"kubectl get {' '.join(args)}: output is not JSON") from None
+
+    def items(self, resource: str, *args: str) -> list[dict[str, Any]]:
+        doc = self.get_json(resource, *args)
+        items = doc.get("items") if isinstance(doc, dict) else None
+        return [i for i in items or [] if isinstance(i, dict)]
+
+    def can_i(self, verb: str, resource: str, namespace: str) -> bool:
+        """`kubectl auth can-i`, cached per (verb, resource, namespace)."""
+        key = (verb, resource, namespace)
+        if key not in self._can_i:
+            proc = self.run("auth", "can-i", verb, resource, "-n", namespace)
+            self._can_i[key] = proc.returncode == 0 and proc.stdout.strip() == "yes"
+        return self._can_i[key]

@@ -1,0 +1,191 @@
+"""Where the data comes from: the cluster through kubectl, or a dump file (-f).
+
+Availability comes from the draview operator's ResourceSliceStatus/ResourcePoolStatus
+objects when it publishes them; otherwise (CRDs absent or empty, --live, -f) it is
+computed here with the same engine from slices, claims and DeviceTaintRules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from draview.api.slices import ResourceSlice
+from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
+from draview.api.world import World, build_world
+from draview.cli.dra.common import CliError
+from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
+from draview.cli.inputs import InputError, read_sources
+from draview.engine.pool import PoolResult
+from draview.engine.world import compute_world, world_objects
+
+Origin = Literal["operator", "computed"]
+
+# kind -> (kubectl resource, namespaced)
+RESOURCES: dict[str, tuple[str, bool]] = {
+    "ResourceSlice": ("resourceslices.resource.k8s.io", False),
+    "ResourceClaim": ("resourceclaims.resource.k8s.io", True),
+    "DeviceClass": ("deviceclasses.resource.k8s.io", False),
+    "DeviceTaintRule": ("devicetaintrules.resource.k8s.io", False),
+    "Node": ("nodes", False),
+    SLICE_STATUS_KIND: ("resourceslicestatuses.draview.io", False),
+    POOL_STATUS_KIND: ("resourcepoolstatuses.draview.io", False),
+}
+# Optional kinds: a cluster may not serve them, or the user may not read them.
+_OPTIONAL = {"DeviceTaintRule", "DeviceClass", "Node", SLICE_STATUS_KIND, POOL_STATUS_KIND}
+
+
+def warn(message: str) -> None:
+    print(f"kubectl-dra: warning: {message}", file=sys.stderr)
+
+
+@dataclass
+class Statuses:
+    pools: list[dict[str, Any]]
+    slices: list[dict[str, Any]]
+    origin: Origin
+
+    def slice_status(self, name: str) -> dict[str, Any] | None:
+        return next((o for o in self.slices if o["metadata"]["name"] == name), None)
+
+    def pool_status(self, driver: str, pool: str) -> dict[str, Any] | None:
+        for o in self.pools:
+            if o["spec"]["driver"] == driver and o["spec"]["pool"] == pool:
+                return o
+        return None
+
+
+@dataclass
+class Source:
+    kubectl: Kubectl | None
+    dump: list[dict[str, Any]] | None = None
+    live: bool = False
+    _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _world: World | None = None
+    _results: list[PoolResult] | None = None
+    _statuses: Statuses | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Source:
+        if args.filename:
+            try:
+                return cls(None, read_sources(args.filename), live=True)
+            except InputError as exc:
+                raise CliError(str(exc)) from None
+        return cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
+
+    @property
+    def offline(self) -> bool:
+        return self.dump is not None
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        """Every object of a kind (all namespaces). Optional kinds that the server does not
+        serve or the user may not list come back empty."""
+        if kind in self._cache:
+            return self._cache[kind]
+        if self.dump is not None:
+            found = [o for o in self.dump if o.get("kind") == kind]
+        else:
+            assert self.kubectl is not None
+            resource, namespaced = RESOURCES[kind]
+            try:
+                found = self.kubectl.items(resource, *(["-A"] if namespaced else []))
+            except NotServed:
+                found = []
+            except Forbidden as exc:
+                if kind not in _OPTIONAL and kind != "ResourceClaim":
+                    raise
+                if kind == "ResourceClaim":
+                    self._warn(f"cannot list ResourceClaims ({exc}); allocations are unknown")
+                found = []
+            for o in found:
+                o.setdefault("kind", kind)
+        self._cache[kind] = found
+        return found
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warn(message)
+
+    def slice_models(self) -> list[ResourceSlice]:
+        """Only the slices, normalised (no claims needed: works for restricted users)."""
+        if self._world is not None:
+            return self._world.slices
+        return build_world(self.objects("ResourceSlice")).slices
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        node = self.node(name)
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
+
+    def world(self) -> World:
+        if self._world is None:
+            objs = [
+                *self.objects("ResourceSlice"),
+                *self.objects("ResourceClaim"),
+                *self.objects("DeviceTaintRule"),
+                *self.objects("DeviceClass"),
+            ]
+            self._world = build_world(objs)
+            for problem in self._world.problems:
+                self._warn(str(problem))
+        return self._world
+
+    def results(self) -> list[PoolResult]:
+        """The engine's results for every pool (always computed, for `why`)."""
+        if self._results is None:
+            self._results = compute_world(self.world())
+        return self._results
+
+    def statuses(self) -> Statuses:
+        if self._statuses is None:
+            self._statuses = self._load_statuses()
+        return self._statuses
+
+    def _load_statuses(self) -> Statuses:
+        if not self.live and not self.offline:
+            pools = self.objects(POOL_STATUS_KIND)
+            slices = self.objects(SLICE_STATUS_KIND)
+            if pools or slices:
+                pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
+                slices.sort(key=lambda o: o["metadata"]["name"])
+                return Statuses(pools, slices, "operator")
+        objs = world_objects(self.world())
+        pools = [o for o in objs if o["kind"] == POOL_STATUS_KIND]
+        pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
+        return Statuses(pools, [o for o in objs if o["kind"] == SLICE_STATUS_KIND], "computed")
+
+    def one(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """One object by name; CliError 'not found' when it does not exist."""
+        label = kind.lower() if namespace is None else f"{kind.lower()} {namespace}/{name}"
+        if self.dump is not None or kind in self._cache:
+            for o in self.objects(kind):
+                meta = o.get("metadata") or {}
+                if meta.get("name") == name and (
+                    namespace is None or (meta.get("namespace") or "default") == namespace
+                ):
+                    return o
+            what = label if namespace is not None else f"{kind.lower()} {name!r}"
+            raise NotFound(f"{what} not found")
+        assert self.kubectl is not None
+        resource, _ = RESOURCES[kind]
+        args = [resource, name] + (["-n", namespace] if namespace else [])
+        obj: dict[str, Any] = self.kubectl.get_json(*args)
+        return obj
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The Node object, or None when it is not there (a dump without nodes)."""
+        try:
+            return self.one("Node", name)
+        except (NotFound, Forbidden):
+            return None
+
+    def default_namespace(self) -> str:
+        if self.kubectl is None:
+            return "default"
+        proc = self.kubectl.run("config", "view", "--minify", "-o", "jsonpath={..namespace}")
+        return (proc.stdout.strip() if proc.returncode == 0 else "") or "default"

@@ -1,0 +1,136 @@
+"""`kubectl dra why CLAIM`: why a ResourceClaim is not allocated."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from draview.api.claims import ResourceClaim
+from draview.cli.dra.common import CliError
+from draview.cli.dra.kubectl import NotFound
+from draview.cli.dra.rbac import Visibility
+from draview.cli.dra.render import Doc
+from draview.cli.dra.source import Source
+from draview.cli.output import dump
+from draview.explain import DeviceIndex, Explainer, IndexedDevice
+from draview.explain.model import ChoiceExplanation, ClaimExplanation
+
+SHOWN_PER_REASON = 5
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "why",
+        parents=[common],
+        help="explain why a ResourceClaim is not allocated",
+        description="For each request (and firstAvailable subrequest): the devices the "
+        "DeviceClass and request CEL selectors match, how many are free, and what blocks "
+        "the rest (allocated, shared counters, untolerated taints, incomplete or invalid "
+        "pools, node reach, capacity requests, counts, matchAttribute constraints). Always "
+        "computed from slices and claims, exactly as the scheduler's allocator sees them.",
+    )
+    p.add_argument("claim", metavar="CLAIM", help="ResourceClaim name")
+    p.add_argument("--node", help="the node the pod must run on (checks which devices it reaches)")
+    p.set_defaults(func=run)
+
+
+def _claim(source: Source, name: str, namespace: str) -> ResourceClaim:
+    try:
+        raw = source.one("ResourceClaim", name, namespace)
+    except NotFound:
+        raise CliError(f'resourceclaim "{name}" not found in namespace {namespace}') from None
+    return ResourceClaim.from_object(raw)
+
+
+def _detail(d: IndexedDevice | None, reason: str, detail: str, vis: Visibility) -> str:
+    if reason == "Allocated" and d is not None:
+        text = vis.claims_text(dict(d.status))
+        return f"allocated to {text}" if text and not text.startswith("(") else f"allocated {text}"
+    return detail
+
+
+def render_choice(
+    doc: Doc, level: int, c: ChoiceExplanation, by_id: dict[str, IndexedDevice], vis: Visibility
+) -> None:
+    doc.head(level, c.request)
+    mode = "All" if c.allocation_mode == "All" else f"ExactCount, count {c.count}"
+    pairs: list[tuple[str, object]] = [
+        ("Device Class", c.device_class),
+        ("Mode", mode + (", admin access" if c.admin_access else "")),
+    ]
+    if c.error:
+        pairs.append(("Error", c.error))
+    else:
+        pairs += [("Matching Devices", c.matched), ("Free Devices", len(c.free))]
+    doc.block(level + 1, pairs)
+    if c.selectors:
+        doc.head(level + 1, "Selectors")
+        for s in c.selectors:
+            doc.line(level + 2, f"- {s}")
+    if c.runtime_errors:
+        doc.head(level + 1, "CEL Runtime Errors")
+        for dev, msg in sorted(c.runtime_errors.items())[:SHOWN_PER_REASON]:
+            doc.line(level + 2, f"- {dev}: {msg}")
+        if len(c.runtime_errors) > SHOWN_PER_REASON:
+            doc.line(level + 2, f"- … {len(c.runtime_errors) - SHOWN_PER_REASON} more")
+    if c.free:
+        doc.head(level + 1, "Free")
+        for dev in c.free[:SHOWN_PER_REASON]:
+            doc.line(level + 2, f"- {dev}")
+        if len(c.free) > SHOWN_PER_REASON:
+            doc.line(level + 2, f"- … {len(c.free) - SHOWN_PER_REASON} more")
+    if c.blocked:
+        doc.head(level + 1, "Blocked")
+        for reason, devs in sorted(c.blocked.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            doc.head(level + 2, f"{reason} ({len(devs)})")
+            for dev in devs[:SHOWN_PER_REASON]:
+                detail = _detail(by_id.get(dev), reason, c.details.get(dev, ""), vis)
+                doc.line(level + 3, f"- {dev}" + (f": {detail}" if detail != reason else ""))
+            if len(devs) > SHOWN_PER_REASON:
+                doc.line(level + 3, f"- … {len(devs) - SHOWN_PER_REASON} more")
+    doc.block(level + 1, [("Result", ("fits: " if c.satisfiable else "") + c.reason)])
+
+
+def render(exp: ClaimExplanation, index: DeviceIndex, vis: Visibility) -> str:
+    by_id = {d.id: d for d in index.devices}
+    doc = Doc()
+    doc.block(
+        0,
+        [
+            ("Claim", f"{exp.namespace}/{exp.name}"),
+            ("Allocated", "yes" if exp.allocated else "no"),
+            ("Node", exp.node or "any (use --node to check one)"),
+            ("Verdict", exp.verdict),
+            ("Why", exp.summary),
+        ],
+    )
+    if exp.requests:
+        doc.head(0, "Requests")
+    for r in exp.requests:
+        if r.prioritized:
+            doc.head(1, f"{r.name} (firstAvailable, in order)")
+            for c in r.choices:
+                render_choice(doc, 2, c, by_id, vis)
+        else:
+            render_choice(doc, 1, r.choices[0], by_id, vis)
+    if exp.constraint_problems:
+        doc.head(0, "Constraints")
+        for p in exp.constraint_problems:
+            doc.line(1, f"- {p}")
+    return doc.text()
+
+
+def run(args: argparse.Namespace, source: Source) -> int:
+    namespace = args.namespace or source.default_namespace()
+    claim = _claim(source, args.claim, namespace)
+    world = source.world()
+    index = DeviceIndex.build(source.results(), world.taint_rules)
+    labels = source.node_labels(args.node) if args.node else {}
+    exp = Explainer().explain(claim, index, world.classes, args.node, labels)
+    vis = Visibility(source.kubectl)
+    if args.output in ("yaml", "json"):
+        sys.stdout.write(dump(exp.to_dict(), args.output))
+    else:
+        sys.stdout.write(render(exp, index, vis))
+    return 0

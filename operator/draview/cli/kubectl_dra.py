@@ -1,0 +1,66 @@
+"""`kubectl-dra`, used as `kubectl dra …`: DRA availability the way the scheduler sees it.
+
+Exit codes: 0 ok, 1 not found or a runtime error, 2 usage. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from draview.cli.dra import describe, flatten, get, why
+from draview.cli.dra.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    CliError,
+    UsageError,
+    common_parser,
+    fill_defaults,
+)
+from draview.cli.dra.source import Source
+
+PROG = "kubectl dra"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = common_parser()
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        parents=[common],
+        description="Dynamic Resource Allocation devices: what is free, what is taken and by "
+        "whom, and why a claim is pending. Reads the draview operator's status objects when "
+        "it runs, else computes availability from ResourceSlices and ResourceClaims.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    get.add_parser(sub, common)
+    describe.add_parser(sub, common)
+    why.add_parser(sub, common)
+    flatten.add_parser(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = fill_defaults(parser.parse_args(argv))
+    except SystemExit as exc:  # argparse: --help (0) or usage error (2)
+        return int(exc.code or 0)
+    try:
+        source = Source.from_args(args)
+        code: int = args.func(args, source)
+        return code
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `kubectl dra get devices | head`
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

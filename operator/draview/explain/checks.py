@@ -1,0 +1,94 @@
+"""Per-device checks beyond the device's state: tolerations and capacity requests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from draview.api.claims import Toleration
+from draview.api.slices import Capacity, Device, Taint
+from draview.engine.taints import BLOCKING_EFFECTS
+from draview.quantity import Quantity, QuantityError, parse_quantity
+
+
+def tolerates(tol: Toleration, taint: Taint) -> bool:
+    """core/v1 toleration semantics as DRA uses them for device taints."""
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.operator == "Exists":
+        return not tol.key or tol.key == taint.key
+    return tol.key == taint.key and tol.value == taint.value
+
+
+def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> list[Taint]:
+    return [
+        t
+        for t in taints
+        if t.effect in BLOCKING_EFFECTS and not any(tolerates(tol, t) for tol in tolerations)
+    ]
+
+
+def taint_text(t: Taint) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
+def _q(text: str | None) -> Quantity | None:
+    if text is None:
+        return None
+    try:
+        return parse_quantity(text)
+    except QuantityError:
+        return None
+
+
+def _local(name: str, driver: str) -> str:
+    domain, _, ident = name.rpartition("/")
+    return ident if domain == driver else name
+
+
+def effective_request(cap: Capacity, want: Quantity) -> Quantity | None:
+    """What an allocation takes for a request under the capacity's requestPolicy, or None
+    when no valid amount covers the request."""
+    valid_min, valid_max = _q(cap.valid_min), _q(cap.valid_max)
+    if cap.valid_values:
+        values = sorted(q for q in (_q(v) for v in cap.valid_values) if q is not None)
+        return next((v for v in values if v >= want), None)
+    amount = want
+    if valid_min is not None and amount < valid_min:
+        amount = valid_min
+    if valid_max is not None and amount > valid_max:
+        return None
+    return amount
+
+
+def capacity_problem(
+    dev: Device,
+    driver: str,
+    requests: Mapping[str, str],
+    available: Mapping[str, str] | None,
+) -> str | None:
+    """Why the device cannot serve these capacity requests, or None when it can.
+
+    `available` is the shareable device's capacity left (None for a whole device, which
+    must simply have at least the requested amount)."""
+    caps = {_local(k, driver): v for k, v in dev.capacity.items()}
+    for name, text in sorted(requests.items()):
+        want = _q(text)
+        cap = caps.get(_local(name, driver))
+        if want is None:
+            return f"capacity request {name}={text} is not a quantity"
+        if cap is None:
+            return f"has no capacity {name}"
+        total = _q(cap.value)
+        if total is None:
+            return f"capacity {name} is not a quantity"
+        if available is None or not dev.allow_multiple_allocations:
+            if want > total:
+                return f"capacity {name} is {total}, request is {want}"
+            continue
+        amount = effective_request(cap, want)
+        if amount is None:
+            return f"capacity {name}: requestPolicy allows no amount covering {want}"
+        left = _q(available.get(_local(name, driver), cap.value)) or total
+        if amount > left:
+            return f"capacity {name}: {left} left of {total}, request takes {amount}"
+    return None

@@ -1,0 +1,103 @@
+"""What `why` reports: per request and subrequest, then the claim's verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ChoiceExplanation:
+    """One request, or one firstAvailable subrequest."""
+
+    request: str  # `gpu` or `gpu/h100` for a subrequest
+    device_class: str
+    allocation_mode: str
+    count: int
+    admin_access: bool = False
+    selectors: list[str] = field(default_factory=list)
+    error: str | None = None  # class missing, a selector that does not compile
+    runtime_errors: dict[str, str] = field(default_factory=dict)  # device id -> message
+    matched: int = 0
+    free: list[str] = field(default_factory=list)
+    blocked: dict[str, list[str]] = field(default_factory=dict)  # reason -> device ids
+    details: dict[str, str] = field(default_factory=dict)  # device id -> why blocked
+    best_node: str | None = None
+    best_node_free: int = 0
+    satisfiable: bool = False
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "request": self.request,
+            "deviceClassName": self.device_class,
+            "allocationMode": self.allocation_mode,
+            "count": self.count,
+            "selectors": list(self.selectors),
+            "matchedDevices": self.matched,
+            "freeDevices": len(self.free),
+            "free": list(self.free),
+            "blocked": {k: list(v) for k, v in sorted(self.blocked.items())},
+            "satisfiable": self.satisfiable,
+            "reason": self.reason,
+        }
+        if self.admin_access:
+            out["adminAccess"] = True
+        if self.error:
+            out["error"] = self.error
+        if self.runtime_errors:
+            out["runtimeErrors"] = dict(sorted(self.runtime_errors.items()))
+        if self.details:
+            out["details"] = dict(sorted(self.details.items()))
+        if self.best_node is not None:
+            out["bestNode"] = {"name": self.best_node, "freeDevices": self.best_node_free}
+        return out
+
+
+@dataclass(slots=True)
+class RequestExplanation:
+    name: str
+    prioritized: bool
+    choices: list[ChoiceExplanation]
+
+    @property
+    def satisfiable(self) -> bool:
+        return any(c.satisfiable for c in self.choices)
+
+    @property
+    def chosen(self) -> ChoiceExplanation | None:
+        return next((c for c in self.choices if c.satisfiable), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "firstAvailable": self.prioritized,
+            "satisfiable": self.satisfiable,
+            "choices": [c.to_dict() for c in self.choices],
+        }
+
+
+@dataclass(slots=True)
+class ClaimExplanation:
+    namespace: str
+    name: str
+    allocated: bool
+    node: str | None
+    requests: list[RequestExplanation] = field(default_factory=list)
+    constraint_problems: list[str] = field(default_factory=list)
+    verdict: str = ""  # Allocated | Unallocatable | Error | MaybeAllocatable
+    summary: str = ""  # one line, also the Event message
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "claim": f"{self.namespace}/{self.name}",
+            "allocated": self.allocated,
+            "verdict": self.verdict,
+            "summary": self.summary,
+            "requests": [r.to_dict() for r in self.requests],
+        }
+        if self.node:
+            out["node"] = self.node
+        if self.constraint_problems:
+            out["constraints"] = list(self.constraint_problems)
+        return out

@@ -1,0 +1,308 @@
+"""Explain an unallocated claim the way the scheduler's allocator would decide it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
+from draview.api.taints import DeviceClass
+from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.engine.attributes import AttrValue, attribute
+from draview.engine.nodes import device_reaches
+from draview.explain.checks import capacity_problem, taint_text, untolerated
+from draview.explain.index import DeviceIndex, IndexedDevice
+from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
+
+NETWORK = ""  # devices not bound to one node: reachable from any node they select
+
+# Reasons as they appear in output, most telling first when summarising.
+REASON_ORDER = (
+    "CELRuntimeError",
+    "Allocated",
+    "InsufficientSharedCapacity",
+    "Tainted",
+    "CapacityTooSmall",
+    "NodeUnreachable",
+    "PoolIncomplete",
+    "PoolInvalid",
+    "StaleGeneration",
+    "CapacitySourceInUse",
+)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+class Explainer:
+    """Reusable across claims and batches: CEL programs and per-device results are cached."""
+
+    def __init__(self, cel: CelEngine | None = None) -> None:
+        self.cel = cel or CelEngine()
+
+    # -- one device --------------------------------------------------------------------
+    def _blocker(
+        self,
+        d: IndexedDevice,
+        choice: DeviceChoice,
+        index: DeviceIndex,
+        node: str | None,
+        labels: Mapping[str, str],
+    ) -> tuple[str, str] | None:
+        """(reason, detail) when the device cannot serve this choice, else None."""
+        st = d.status
+        state, reason = st["state"], st.get("stateReason")
+        if node is not None and not device_reaches(d.slice, d.device, node, labels):
+            return "NodeUnreachable", f"not reachable from node {node}"
+        if reason in ("PoolInvalid", "PoolIncomplete", "StaleGeneration", "CapacitySourceInUse"):
+            return str(reason), str(reason)
+        if state == "Allocated" and not choice.admin_access:
+            claims = ", ".join(
+                f"{a['claimNamespace']}/{a['claimName']}"
+                for a in st.get("allocations", [])
+                if not a.get("adminAccess")
+            )
+            return "Allocated", f"allocated to {claims}" if claims else "allocated"
+        blocking = untolerated(d.taints, choice.tolerations)
+        if blocking:
+            return "Tainted", "taint " + ", ".join(taint_text(t) for t in blocking) + (
+                " not tolerated"
+            )
+        if (
+            state not in ("Allocated", "PartiallyAllocated")
+            and not choice.admin_access
+            and not index.counters_fit(d)
+        ):
+            return "InsufficientSharedCapacity", "shared counters left are too small"
+        if choice.capacity_requests:
+            shareable = d.device.allow_multiple_allocations
+            problem = capacity_problem(
+                d.device,
+                d.driver,
+                choice.capacity_requests,
+                st.get("availableCapacity", {}) if shareable else None,
+            )
+            if problem is not None:
+                return "CapacityTooSmall", problem
+        return None
+
+    # -- one request or subrequest -------------------------------------------------------
+    def explain_choice(
+        self,
+        label: str,
+        choice: DeviceChoice,
+        classes: Mapping[str, DeviceClass],
+        index: DeviceIndex,
+        node: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> ChoiceExplanation:
+        out = ChoiceExplanation(
+            request=label,
+            device_class=choice.device_class_name,
+            allocation_mode=choice.allocation_mode,
+            count=choice.count,
+            admin_access=choice.admin_access,
+            selectors=list(choice.selectors),
+        )
+        cls = classes.get(choice.device_class_name)
+        if cls is None:
+            out.error = f"DeviceClass {choice.device_class_name!r} not found"
+            out.reason = out.error
+            return out
+        selectors = (*cls.selectors, *choice.selectors)
+        try:
+            for expr in selectors:
+                self.cel.compile(expr)
+        except CelCompileError as exc:
+            out.error = f"selector does not compile: {exc}"
+            out.reason = out.error
+            return out
+        per_node: dict[str, int] = defaultdict(int)
+        for d in index.devices:
+            if not d.pool_complete or not d.pool_valid:
+                # The allocator skips such pools without evaluating their devices.
+                if self._matches(d, selectors) is True:
+                    out.matched += 1
+                    reason = "PoolIncomplete" if not d.pool_complete else "PoolInvalid"
+                    out.blocked.setdefault(reason, []).append(d.id)
+                continue
+            result = self._matches(d, selectors)
+            if isinstance(result, CelRuntimeError):
+                out.runtime_errors[d.id] = str(result)
+                continue
+            if not result:
+                continue
+            out.matched += 1
+            blocker = self._blocker(d, choice, index, node, labels or {})
+            if blocker is None:
+                out.free.append(d.id)
+                per_node[d.device.node_name or d.slice.node_name or NETWORK] += 1
+            else:
+                out.blocked.setdefault(blocker[0], []).append(d.id)
+                out.details[d.id] = blocker[1]
+        self._decide(out, per_node, node)
+        return out
+
+    def _matches(self, d: IndexedDevice, selectors: Sequence[str]) -> bool | CelRuntimeError:
+        inp = DeviceInput(d.driver, d.device)
+        return self.cel.matches_all(tuple(selectors), inp, d.cache_key)
+
+    @staticmethod
+    def _decide(out: ChoiceExplanation, per_node: Mapping[str, int], node: str | None) -> None:
+        blocked = sum(len(v) for v in out.blocked.values())
+        why_not = ", ".join(f"{len(out.blocked[r])} {r}" for r in REASON_ORDER if r in out.blocked)
+        if out.runtime_errors:
+            dev, msg = sorted(out.runtime_errors.items())[0]
+            more = len(out.runtime_errors) - 1
+            out.reason = (
+                f"CEL runtime error on device {dev}: {msg}"
+                + (f" (and {_plural(more, 'more device')})" if more else "")
+                + "; the scheduler fails the claim"
+            )
+            return
+        network = per_node.get(NETWORK, 0)
+        best_node, best = None, network
+        for name, n in per_node.items():
+            if name != NETWORK and n + network > best:
+                best_node, best = name, n + network
+        out.best_node, out.best_node_free = best_node, best
+        free = len(out.free)
+        base = f"{free} of {_plural(out.matched, 'matching device')} free"
+        if why_not:
+            base += f" ({why_not})"
+        if out.matched == 0:
+            out.reason = "no device matches the DeviceClass and request selectors"
+            return
+        if out.allocation_mode == "All":
+            out.satisfiable = blocked == 0 and free > 0
+            out.reason = (
+                f"allocationMode All: all {out.matched} matching devices are free"
+                if out.satisfiable
+                else f"allocationMode All needs every matching device free: {base}"
+            )
+            return
+        if free < out.count:
+            out.reason = f"needs {out.count}, {base}"
+            return
+        if best < out.count and node is None:
+            out.reason = f"needs {out.count} on one node, {base} but at most {best} on any one node"
+            return
+        out.satisfiable = True
+        out.reason = f"needs {out.count}: {base}"
+
+    # -- constraints ---------------------------------------------------------------------
+    def _constraint(
+        self,
+        c: Constraint,
+        requests: Sequence[RequestExplanation],
+        index: DeviceIndex,
+    ) -> str | None:
+        names = set(c.requests) or {r.name for r in requests}
+        attr = c.match_attribute or c.distinct_attribute
+        if attr is None:
+            return None
+        by_id = {d.id: d for d in index.devices}
+        groups: list[tuple[str, int, dict[AttrValue, int]]] = []
+        for r in requests:
+            for ch in r.choices:
+                if ch.request.split("/")[0] not in names and ch.request not in names:
+                    continue
+                if ch is not r.chosen:
+                    continue
+                values: dict[AttrValue, int] = defaultdict(int)
+                for dev_id in ch.free:
+                    d = by_id[dev_id]
+                    v = attribute(d.device, d.driver, attr)
+                    if v is not None:
+                        values[v] += 1
+                groups.append((ch.request, ch.count, values))
+        if not groups:
+            return None
+        if c.match_attribute:
+            common = set(groups[0][2])
+            for _, _, values in groups[1:]:
+                common &= set(values)
+            if any(all(vals.get(v, 0) >= n for _, n, vals in groups) for v in common):
+                return None
+            detail = "; ".join(
+                f"{req}: "
+                + (
+                    ", ".join(f"{v} x{n}" for v, n in sorted(vals.items(), key=str))
+                    or "no free device has it"
+                )
+                for req, _, vals in groups
+            )
+            return (
+                f"matchAttribute {attr}: no single value is shared by enough free devices "
+                f"of requests {', '.join(g[0] for g in groups)} ({detail})"
+            )
+        distinct: set[AttrValue] = set()
+        for _, _, vals in groups:
+            distinct |= set(vals)
+        need = sum(n for _, n, _ in groups)
+        if len(distinct) >= need:
+            return None
+        return (
+            f"distinctAttribute {attr}: needs {need} different values, "
+            f"free devices have {len(distinct)}"
+        )
+
+    # -- the claim -----------------------------------------------------------------------
+    def explain(
+        self,
+        claim: ResourceClaim,
+        index: DeviceIndex,
+        classes: Mapping[str, DeviceClass] | Iterable[DeviceClass],
+        node: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> ClaimExplanation:
+        by_name = classes if isinstance(classes, Mapping) else {c.name: c for c in classes}
+        out = ClaimExplanation(claim.namespace, claim.name, claim.allocated, node)
+        for req in claim.requests:
+            choices = []
+            for ch in req.choices:
+                label = f"{req.name}/{ch.name}" if req.prioritized else req.name
+                choices.append(self.explain_choice(label, ch, by_name, index, node, labels))
+                if req.prioritized and choices[-1].satisfiable:
+                    break  # the allocator takes the first subrequest that fits
+            out.requests.append(RequestExplanation(req.name, req.prioritized, choices))
+        for c in claim.constraints:
+            problem = self._constraint(c, out.requests, index)
+            if problem is not None:
+                out.constraint_problems.append(problem)
+        self._verdict(out)
+        return out
+
+    @staticmethod
+    def _verdict(out: ClaimExplanation) -> None:
+        if out.allocated:
+            out.verdict, out.summary = "Allocated", "the claim is allocated"
+            return
+        errors = [c for r in out.requests for c in r.choices if c.error or c.runtime_errors]
+        if errors:
+            out.verdict = "Error"
+            out.summary = f"request {errors[0].request}: {errors[0].reason}"
+            return
+        failing = [r for r in out.requests if not r.satisfiable]
+        if failing:
+            r = failing[0]
+            if r.prioritized:
+                parts = "; ".join(f"{c.request}: {c.reason}" for c in r.choices)
+                out.summary = f"request {r.name}: no subrequest fits ({parts})"
+            else:
+                out.summary = f"request {r.name}: {r.choices[0].reason}"
+            if len(failing) > 1:
+                out.summary += f" (and {_plural(len(failing) - 1, 'more request')})"
+            out.verdict = "Unallocatable"
+            return
+        if out.constraint_problems:
+            out.verdict, out.summary = "Unallocatable", out.constraint_problems[0]
+            return
+        out.verdict = "MaybeAllocatable"
+        where = f" on node {out.node}" if out.node else ""
+        out.summary = (
+            f"enough matching devices are free{where}; the pod's own node constraints, "
+            "a scheduling delay or a combination the allocator cannot find may keep it "
+            "pending (try --node NODE)"
+        )
