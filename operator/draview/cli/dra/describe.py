@@ -234,8 +234,9 @@ def pool_lines(doc: Doc, level: int, body: dict[str, Any]) -> None:
 def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict[str, Any]]:
     node = source.node(name)
     slices = source.slice_models()
-    # A dump may hold no Node objects: a node that slices name is enough there.
-    known = source.kubectl is None and any(s.node_name == name for s in slices)
+    # A dump may hold no Node objects, and slices may name a node that has gone: a node
+    # that some slice names is still described (without labels).
+    known = any(s.node_name == name for s in slices)
     if node is None and not known:
         raise NotFound(f'node "{name}" not found')
     labels = {
@@ -249,7 +250,10 @@ def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict
             devs = {d.name for d in s.devices if device_reaches(s, d, name, labels)}
             reached.setdefault(s.pool_key, []).append((s, devs))
     doc = Doc()
-    doc.block(0, [("Name", name), ("Status Source", source_text(st))])
+    pairs: list[tuple[str, object]] = [("Name", name)]
+    if node is None:
+        pairs.append(("Node", "no Node object; slices name it"))
+    doc.block(0, [*pairs, ("Status Source", source_text(st))])
     if not reached:
         doc.block(0, [("DRA Resources", None)])
         return doc.text(), {"node": name, "pools": []}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -122,8 +123,17 @@ class Source:
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
         return {str(k): str(v) for k, v in labels.items()}
 
+    def prefetch(self, *kinds: str) -> None:
+        """List several kinds at once: each kubectl call costs a process and a round trip."""
+        todo = [k for k in kinds if k not in self._cache]
+        if self.dump is not None or len(todo) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+            list(pool.map(self.objects, todo))
+
     def world(self) -> World:
         if self._world is None:
+            self.prefetch("ResourceSlice", "ResourceClaim", "DeviceTaintRule", "DeviceClass")
             objs = [
                 *self.objects("ResourceSlice"),
                 *self.objects("ResourceClaim"),
@@ -148,6 +158,7 @@ class Source:
 
     def _load_statuses(self) -> Statuses:
         if not self.live and not self.offline:
+            self.prefetch(POOL_STATUS_KIND, SLICE_STATUS_KIND, "ResourceSlice")
             pools = self.objects(POOL_STATUS_KIND)
             slices = self.objects(SLICE_STATUS_KIND)
             if pools or slices:

@@ -1,0 +1,226 @@
+"""`why`: what blocks each request of a pending claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import DRIVER, claim, device, result, rslice, taint_rule, world
+
+from draview.api.claims import ResourceClaim
+from draview.engine.world import compute_world
+from draview.explain import DeviceIndex, Explainer
+
+CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+}
+BROKEN = {"key": "example.com/xid", "value": "79", "effect": "NoSchedule"}
+
+
+def pending(name: str, *requests: dict[str, Any], constraints: Any = None) -> ResourceClaim:
+    devices: dict[str, Any] = {"requests": list(requests)}
+    if constraints:
+        devices["constraints"] = constraints
+    return ResourceClaim.from_object(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": devices},
+        }
+    )
+
+
+def req(name: str = "gpu", *selectors: str, **exactly: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": "gpu.example.com", **exactly}
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"name": name, "exactly": body}
+
+
+@pytest.fixture
+def setup() -> tuple[Explainer, DeviceIndex, Any]:
+    w = world(
+        CLASS,
+        rslice(
+            "node-a",
+            [
+                device("gpu-0", model="H100", clique="a"),
+                device("gpu-1", model="A100", clique="a"),
+                device("gpu-2", model="A100", clique="b", taints=[BROKEN]),
+                device("gpu-3", model="A100", clique="b", capacity={"memory": "40Gi"}),
+            ],
+        ),
+        rslice("node-b", [device("gpu-0", model="L4", clique="c")], pool="pool-b", node="node-b"),
+        claim("train", result("gpu-0")),
+    )
+    index = DeviceIndex.build(compute_world(w), w.taint_rules)
+    return Explainer(), index, w.classes
+
+
+def test_model_only_on_an_allocated_device(setup: Any) -> None:
+    ex, index, classes = setup
+    c = pending("want-h100", req("gpu", "device.attributes['gpu.example.com'].model == 'H100'"))
+    exp = ex.explain(c, index, classes)
+    choice = exp.requests[0].choices[0]
+    assert exp.verdict == "Unallocatable"
+    assert choice.matched == 1 and choice.free == []
+    assert choice.blocked == {"Allocated": [f"{DRIVER}/pool-a/gpu-0"]}
+    assert "default/train" in choice.details[f"{DRIVER}/pool-a/gpu-0"]
+    assert exp.summary == "request gpu: needs 1, 0 of 1 matching device free (1 Allocated)"
+
+
+def test_taint_blocks_unless_tolerated(setup: Any) -> None:
+    ex, index, classes = setup
+    sel = "device.attributes['gpu.example.com'].clique == 'b'"
+    exp = ex.explain(pending("t", req("gpu", sel, count=2)), index, classes)
+    choice = exp.requests[0].choices[0]
+    assert choice.blocked == {"Tainted": [f"{DRIVER}/pool-a/gpu-2"]}
+    assert (
+        "example.com/xid=79:NoSchedule not tolerated"
+        in choice.details[choice.blocked["Tainted"][0]]
+    )
+    tolerate = [{"key": "example.com/xid", "operator": "Exists", "effect": "NoSchedule"}]
+    exp = ex.explain(pending("t", req("gpu", sel, count=2, tolerations=tolerate)), index, classes)
+    assert exp.requests[0].satisfiable and exp.verdict == "MaybeAllocatable"
+    wrong = [{"key": "example.com/xid", "operator": "Equal", "value": "80"}]
+    exp = ex.explain(pending("t", req("gpu", sel, count=2, tolerations=wrong)), index, classes)
+    assert not exp.requests[0].satisfiable
+
+
+def test_runtime_error_on_any_device_fails_the_claim(setup: Any) -> None:
+    ex, index, classes = setup
+    c = pending("err", req("gpu", "device.attributes['gpu.example.com'].memory == '1'"))
+    exp = ex.explain(c, index, classes)
+    assert exp.verdict == "Error"
+    assert "CEL runtime error" in exp.summary and "scheduler fails the claim" in exp.summary
+    guarded = "'memory' in device.attributes['gpu.example.com']"
+    assert ex.explain(pending("ok", req("gpu", guarded)), index, classes).verdict == "Unallocatable"
+
+
+def test_count_spread_over_nodes(setup: Any) -> None:
+    ex, index, classes = setup
+    exp = ex.explain(pending("many", req("gpu", count=3)), index, classes)
+    # gpu-1 and gpu-3 on node-a, gpu-0 on node-b: three free, never three on one node.
+    choice = exp.requests[0].choices[0]
+    assert len(choice.free) == 3 and not choice.satisfiable
+    assert "at most 2 on any one node" in choice.reason
+    exp = ex.explain(pending("many", req("gpu", count=4)), index, classes)
+    assert exp.requests[0].choices[0].reason.startswith("needs 4, 3 of 5 matching devices free")
+
+
+def test_all_mode_needs_every_device(setup: Any) -> None:
+    ex, index, classes = setup
+    exp = ex.explain(pending("all", req("gpu", allocationMode="All")), index, classes)
+    assert "allocationMode All" in exp.summary and exp.verdict == "Unallocatable"
+
+
+def test_capacity_request_too_large(setup: Any) -> None:
+    ex, index, classes = setup
+    sel = "device.attributes['gpu.example.com'].clique == 'b'"
+    big = {"requests": {"memory": "80Gi"}}
+    exp = ex.explain(pending("cap", req("gpu", sel, capacity=big)), index, classes)
+    choice = exp.requests[0].choices[0]
+    assert "CapacityTooSmall" in choice.blocked
+    assert "40Gi" in choice.details[f"{DRIVER}/pool-a/gpu-3"]
+
+
+def test_first_available_takes_the_first_fitting_subrequest(setup: Any) -> None:
+    ex, index, classes = setup
+    r = {
+        "name": "gpu",
+        "firstAvailable": [
+            {
+                "name": "h100",
+                "deviceClassName": "gpu.example.com",
+                "selectors": [
+                    {"cel": {"expression": "device.attributes['gpu.example.com'].model == 'H100'"}}
+                ],
+            },
+            {"name": "any", "deviceClassName": "gpu.example.com"},
+        ],
+    }
+    exp = ex.explain(pending("fa", r), index, classes)
+    assert [c.request for c in exp.requests[0].choices] == ["gpu/h100", "gpu/any"]
+    assert exp.requests[0].chosen is not None and exp.requests[0].chosen.request == "gpu/any"
+
+
+def test_match_attribute_across_requests(setup: Any) -> None:
+    ex, index, classes = setup
+    a100 = "device.attributes['gpu.example.com'].model == 'A100'"
+    c = pending(
+        "pair",
+        req("one", a100),
+        req("two", "device.attributes['gpu.example.com'].model == 'L4'"),
+        constraints=[{"requests": ["one", "two"], "matchAttribute": "gpu.example.com/clique"}],
+    )
+    exp = ex.explain(c, index, classes)
+    assert exp.verdict == "Unallocatable"
+    assert exp.constraint_problems and "matchAttribute gpu.example.com/clique" in exp.summary
+
+
+def test_missing_class_and_bad_selector(setup: Any) -> None:
+    ex, index, classes = setup
+    missing = {"name": "gpu", "exactly": {"deviceClassName": "nope"}}
+    assert (
+        "DeviceClass 'nope' not found" in ex.explain(pending("m", missing), index, classes).summary
+    )
+    exp = ex.explain(pending("b", req("gpu", "device.driver ==")), index, classes)
+    assert exp.verdict == "Error" and "does not compile" in exp.summary
+
+
+def test_node_reach(setup: Any) -> None:
+    ex, index, classes = setup
+    exp = ex.explain(pending("n", req("gpu")), index, classes, node="node-b")
+    choice = exp.requests[0].choices[0]
+    assert choice.free == [f"{DRIVER}/pool-b/gpu-0"]
+    assert len(choice.blocked["NodeUnreachable"]) == 4
+
+
+def test_taint_rule_and_counters() -> None:
+    w = world(
+        CLASS,
+        rslice(
+            "s",
+            [
+                device("big", counters={"cs": {"mem": "8Gi"}}),
+                device("small-0", counters={"cs": {"mem": "4Gi"}}),
+                device("small-1", counters={"cs": {"mem": "4Gi"}}),
+            ],
+            counter_sets={"cs": {"mem": "8Gi"}},
+        ),
+        claim("c", result("small-0")),
+        taint_rule("r", device="small-1"),
+    )
+    index = DeviceIndex.build(compute_world(w), w.taint_rules)
+    exp = Explainer().explain(pending("p", req("gpu")), index, w.classes)
+    blocked = exp.requests[0].choices[0].blocked
+    assert blocked == {
+        "Allocated": [f"{DRIVER}/pool-a/small-0"],
+        "InsufficientSharedCapacity": [f"{DRIVER}/pool-a/big"],
+        "Tainted": [f"{DRIVER}/pool-a/small-1"],
+    }
+
+
+def test_incomplete_pool() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0")], count=2))
+    index = DeviceIndex.build(compute_world(w), w.taint_rules)
+    exp = Explainer().explain(pending("p", req("gpu")), index, w.classes)
+    assert exp.requests[0].choices[0].blocked == {"PoolIncomplete": [f"{DRIVER}/pool-a/gpu-0"]}
+
+
+def test_cel_results_cached_across_claims(setup: Any) -> None:
+    ex, index, classes = setup
+    for _ in range(3):
+        ex.explain(pending("x", req("gpu")), index, classes)
+    assert ex.cel.evaluations == len(index.devices)
+
+
+def test_structured_output(setup: Any) -> None:
+    ex, index, classes = setup
+    d = ex.explain(pending("x", req("gpu", count=9)), index, classes).to_dict()
+    assert d["claim"] == "default/x" and d["verdict"] == "Unallocatable"
+    assert d["requests"][0]["choices"][0]["matchedDevices"] == 5
