@@ -1,0 +1,89 @@
+"""PendingClaimExplainer: one Event per change of explanation per pending claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import DRIVER, claim, device, result, rslice, world
+
+from draview.api.claims import ResourceClaim
+from draview.controller.events import REASON, PendingClaimExplainer, event_body
+from draview.engine.world import compute_world
+
+CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+}
+T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+def pending(name: str, count: int = 1, created: str = "2023-11-14T22:13:20Z") -> ResourceClaim:
+    obj: dict[str, Any] = claim(name)
+    obj["metadata"]["creationTimestamp"] = created
+    obj["spec"]["devices"]["requests"][0]["exactly"]["count"] = count
+    return ResourceClaim.from_object(obj)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_once_per_change() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0"), device("gpu-1")]), claim("c", result("gpu-0")))
+    results = compute_world(w)
+    clock = Clock()
+    ev = PendingClaimExplainer(threshold=30, clock=clock)
+    want3 = pending("want3", count=3)
+    # Younger than the threshold: nothing yet.
+    assert ev.due([want3], results, w.classes) == []
+    clock.now += 31
+    first = ev.due([want3], results, w.classes)
+    assert [(c.name, m) for c, m in first] == [
+        ("want3", "request gpu: needs 3, 1 of 2 matching devices free (1 Allocated)")
+    ]
+    # Same explanation on the next batches: no new Event.
+    assert ev.due([want3], results, w.classes) == []
+    assert ev.due([want3], results, w.classes) == []
+    # The pool changes (gpu-0 freed): the explanation changes, one new Event.
+    w2 = world(CLASS, rslice("s", [device("gpu-0"), device("gpu-1")]))
+    second = ev.due([want3], compute_world(w2), w2.classes)
+    assert len(second) == 1 and "2 of 2 matching devices free" in second[0][1]
+    assert ev.due([want3], compute_world(w2), w2.classes) == []
+
+
+def test_allocatable_and_allocated_claims_get_no_event() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0")]))
+    results = compute_world(w)
+    clock = Clock()
+    clock.now += 3600
+    ev = PendingClaimExplainer(threshold=30, clock=clock)
+    fits = pending("fits")
+    done = ResourceClaim.from_object(claim("done", result("gpu-0")))
+    assert ev.due([fits, done], results, w.classes) == []
+
+
+def test_forgotten_claims_are_news_again() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0")]), claim("c", result("gpu-0")))
+    results = compute_world(w)
+    clock = Clock()
+    clock.now += 60
+    ev = PendingClaimExplainer(threshold=30, clock=clock)
+    p = pending("p")
+    assert len(ev.due([p], results, w.classes)) == 1
+    assert ev.due([], results, w.classes) == []  # deleted (or allocated)
+    assert len(ev.due([p], results, w.classes)) == 1
+
+
+def test_event_body() -> None:
+    p = pending("p")
+    body = event_body(p, "x" * 2000, "draview-0", "resource.k8s.io/v1")
+    assert body["reason"] == REASON and body["type"] == "Warning"
+    assert body["regarding"]["kind"] == "ResourceClaim" and body["regarding"]["name"] == "p"
+    assert len(body["note"]) == 1024
+    assert body["eventTime"].endswith("Z") and "." in body["eventTime"]
