@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -135,7 +135,9 @@ async def post_event(
     """Create the Warning Event; False (logged) when the server refused it."""
     body = event_body(claim, message, instance, api_version)
     try:
-        await client.EventsV1Api(api_client).create_namespaced_event(claim.namespace, body)
+        await client.EventsV1Api(api_client).create_namespaced_event(
+            claim.namespace, cast(Any, body)
+        )
         return True
     except ApiException as exc:
         if exc.status != 404:
@@ -157,7 +159,7 @@ async def post_event(
         "count": 1,
     }
     try:
-        await client.CoreV1Api(api_client).create_namespaced_event(claim.namespace, core)
+        await client.CoreV1Api(api_client).create_namespaced_event(claim.namespace, cast(Any, core))
         return True
     except ApiException as exc:
         log.warning("cannot post Event", extra={"claim": claim.key, "status": exc.status})
