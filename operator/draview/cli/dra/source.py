@@ -192,7 +192,7 @@ class Source:
         """The Node object, or None when it is not there (a dump without nodes)."""
         try:
             return self.one("Node", name)
-        except (NotFound, Forbidden):
+        except (NotFound, Forbidden, NotServed):
             return None
 
     def default_namespace(self) -> str:
