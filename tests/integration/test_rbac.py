@@ -1,0 +1,224 @@
+"""Least privilege, proven on a real API server: the operator runs with nothing but the
+chart's ServiceAccount and RBAC (a token from `kubectl create token`), does its job, and
+that identity cannot write what draview only reads."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from operator_proc import Operator
+from test_chart import render
+
+from draview.controller.kube import NEEDED
+from kubecluster import KubeCluster
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+class Identity:
+    def __init__(self, k: KubeCluster, namespace: str, sa: str, kubeconfig: Path) -> None:
+        self.k = k
+        self.namespace = namespace
+        self.sa = sa
+        self.kubeconfig = kubeconfig
+        self.user = f"system:serviceaccount:{namespace}:{sa}"
+        self.as_sa = KubeCluster(kubeconfig=str(kubeconfig), kubectl=k.kubectl)
+
+    def can(self, verb: str, resource: str, namespace: str | None = None) -> bool:
+        args = ["auth", "can-i", verb, resource]
+        args += ["-n", namespace] if namespace else ["--all-namespaces"]
+        out = self.as_sa.run(*args)
+        answer = out.stdout.strip()
+        assert answer in ("yes", "no"), out.stderr
+        return answer == "yes"
+
+
+def token_kubeconfig(k: KubeCluster, namespace: str, sa: str, path: Path) -> Path:
+    """A kubeconfig for the ServiceAccount: the cluster's server and CA, a bound token."""
+    raw = json.loads(k.check("config", "view", "--raw", "--minify", "-o", "json"))
+    cluster = raw["clusters"][0]["cluster"]
+    token = k.check("create", "token", sa, "-n", namespace, "--duration=1h").strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": sa}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def chart_identity(
+    kube_cluster: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> Iterator[Identity]:
+    """The chart's ServiceAccount and RBAC, applied for real into a fresh namespace (the
+    release name is unique, so cluster-scoped names do not collide with other runs)."""
+    k = kube_cluster
+    k.check("apply", "-k", str(ROOT / "deploy" / "crds"))
+    k.check(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/resourceslicestatuses.draview.io",
+        "crd/resourcepoolstatuses.draview.io",
+    )
+    release = f"rbac-{uuid.uuid4().hex[:6]}"
+    docs = [d for d in render(kube_namespace, release=release) if d["kind"] in RBAC_KINDS]
+    k.create(*docs)
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    try:
+        yield Identity(
+            k,
+            kube_namespace,
+            sa,
+            token_kubeconfig(k, kube_namespace, sa, tmp_path / "sa.kubeconfig"),
+        )
+    finally:
+        for d in docs:
+            if d["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                k.delete(d["kind"].lower(), d["metadata"]["name"])
+
+
+def test_chart_grants_exactly_what_the_operator_checks_for(chart_identity: Identity) -> None:
+    ident = chart_identity
+    for verb, group, resource, sub in NEEDED:
+        name = f"{resource}{'/' + sub if sub else ''}.{group}"
+        assert ident.can(verb, name), f"{ident.user} cannot {verb} {name}"
+    for verb in ("get", "create", "update"):
+        assert ident.can(verb, "leases.coordination.k8s.io", ident.namespace)
+    denied = [
+        ("create", "resourceslices.resource.k8s.io", None),
+        ("patch", "resourceslices.resource.k8s.io", None),
+        ("update", "resourceslices.resource.k8s.io", None),
+        ("delete", "resourceslices.resource.k8s.io", None),
+        ("patch", "resourceclaims.resource.k8s.io", None),
+        ("patch", "resourceclaims.resource.k8s.io/status", None),
+        ("delete", "resourceclaims.resource.k8s.io", None),
+        ("patch", "devicetaintrules.resource.k8s.io", None),
+        ("update", "resourceslicestatuses.draview.io", None),
+        ("get", "secrets", None),
+        ("list", "pods", None),
+        ("create", "pods", None),
+        ("update", "leases.coordination.k8s.io", "kube-system"),
+        ("delete", "leases.coordination.k8s.io", ident.namespace),
+        ("create", "customresourcedefinitions.apiextensions.k8s.io", None),
+    ]
+    for verb, resource, ns in denied:
+        assert not ident.can(verb, resource, ns), f"{ident.user} may {verb} {resource}"
+
+
+def test_operator_does_its_job_with_only_the_chart_rbac(
+    chart_identity: Identity, tmp_path: Path
+) -> None:
+    ident, k = chart_identity, chart_identity.k
+    name = f"rbac-{uuid.uuid4().hex[:6]}"
+    driver = "rbac.draview.io"
+    rslice: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": "node-1",
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"dev-{i}"} for i in range(3)],
+        },
+    }
+    op = Operator(
+        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
+    ).start(tmp_path)
+    try:
+        op.wait_ready(timeout=90)
+        assert "missing permissions" not in op.logs(), op.logs()
+        k.create(rslice)
+
+        def written() -> bool:
+            out = k.run("get", "resourceslicestatus", name, "-o", "json")
+            if out.returncode != 0:
+                return False
+            summary = json.loads(out.stdout).get("status", {}).get("summary", {})
+            return summary.get("totalDevices") == 3 and summary.get("availableDevices") == 3
+
+        k.wait_for(f"ResourceSliceStatus {name}", written, timeout=60)
+        pools = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
+        assert any(p["spec"]["driver"] == driver and p["spec"]["pool"] == name for p in pools)
+        lease = k.get("lease", name, namespace=ident.namespace)
+        assert lease["spec"]["holderIdentity"], lease
+        assert op.metric("draview_leader") == 1
+        assert op.metric("dra_resourceslice_status_update_errors_total") == 0, op.logs()
+
+        # The same identity must not write what draview only reads.
+        patch = ident.as_sa.run(
+            "patch",
+            "resourceslice",
+            name,
+            "--type=merge",
+            "-p",
+            '{"metadata":{"labels":{"draview-test":"forbidden"}}}',
+        )
+        assert patch.returncode != 0
+        assert "forbidden" in patch.stderr.lower(), patch.stderr
+        delete = ident.as_sa.run("delete", "resourceslice", name)
+        assert delete.returncode != 0 and "forbidden" in delete.stderr.lower()
+        assert "draview-test" not in (k.get("resourceslice", name)["metadata"].get("labels") or {})
+    finally:
+        k.delete("resourceslice", name)
+        assert op.stop() == 0, op.logs()
+
+
+def test_aggregated_roles_split_pools_from_slices(
+    chart_identity: Identity,
+) -> None:
+    """Pools (no claim names) go to view; slices (claim names) only to admin."""
+    k, ns = chart_identity.k, chart_identity.namespace
+    bindings: list[str] = []
+    try:
+        check_roles(k, ns, bindings)
+    finally:
+        for binding in bindings:
+            k.delete("clusterrolebinding", binding)
+
+
+def check_roles(k: KubeCluster, ns: str, bindings: list[str]) -> None:
+    for role in ("view", "admin"):
+        user = f"system:serviceaccount:{ns}:{role}-user"
+        binding = f"{ns}-{role}"
+        k.check(
+            "create",
+            "clusterrolebinding",
+            binding,
+            f"--clusterrole={role}",
+            f"--serviceaccount={ns}:{role}-user",
+        )
+        bindings.append(binding)
+
+        def can(verb: str, resource: str, user: str = user) -> bool:
+            return k.run("auth", "can-i", verb, resource, f"--as={user}").stdout.strip() == "yes"
+
+        if role == "view":
+            # The clusterrole-aggregation controller fills in view within moments.
+            k.wait_for(
+                "view aggregates resourcepoolstatuses",
+                lambda can=can: can("list", "resourcepoolstatuses.draview.io"),
+            )
+            assert not can("list", "resourceslicestatuses.draview.io")
+            assert not can("patch", "resourcepoolstatuses.draview.io")
+        else:
+            k.wait_for(
+                "admin aggregates resourceslicestatuses",
+                lambda can=can: can("list", "resourceslicestatuses.draview.io"),
+            )
+            assert can("get", "resourcepoolstatuses.draview.io")
+            assert not can("patch", "resourceslicestatuses.draview.io/status")
