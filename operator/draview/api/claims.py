@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from draview.api.common import as_str_map, cel_expressions
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+from draview.api.common import Model, as_str_map, cel_expressions
 
 
-class Toleration(_Model):
+class Toleration(Model):
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
 
 
-class DeviceChoice(_Model):
+class DeviceChoice(Model):
     """What one request (or one firstAvailable subrequest) asks for."""
 
     name: str = ""
@@ -48,7 +44,7 @@ class DeviceChoice(_Model):
         return data
 
 
-class Request(_Model):
+class Request(Model):
     name: str
     choices: tuple[DeviceChoice, ...] = ()
     prioritized: bool = False
@@ -67,13 +63,13 @@ class Request(_Model):
         return {"name": name, "choices": [{**body, "name": ""}]}
 
 
-class Constraint(_Model):
+class Constraint(Model):
     requests: tuple[str, ...] = ()
     match_attribute: str | None = Field(None, alias="matchAttribute")
     distinct_attribute: str | None = Field(None, alias="distinctAttribute")
 
 
-class AllocationResult(_Model):
+class AllocationResult(Model):
     """One device handed to a claim (`status.allocation.devices.results[]`)."""
 
     request: str = ""
@@ -95,7 +91,7 @@ class AllocationResult(_Model):
         return bool(v)
 
 
-class ResourceClaim(_Model):
+class ResourceClaim(Model):
     uid: str = ""
     namespace: str = ""
     name: str

@@ -80,22 +80,24 @@ def cel_expressions(v: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-class _Model(BaseModel):
+class Model(BaseModel):
+    """Base of every input model: immutable, unknown fields ignored, aliases accepted."""
+
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
-class SelectorRequirement(_Model):
+class SelectorRequirement(Model):
     key: str
     operator: str
     values: tuple[str, ...] = ()
 
 
-class NodeSelectorTerm(_Model):
+class NodeSelectorTerm(Model):
     match_expressions: tuple[SelectorRequirement, ...] = Field((), alias="matchExpressions")
     match_fields: tuple[SelectorRequirement, ...] = Field((), alias="matchFields")
 
 
-class NodeSelector(_Model):
+class NodeSelector(Model):
     """core/v1 NodeSelector: the terms are ORed, requirements inside a term ANDed."""
 
     node_selector_terms: tuple[NodeSelectorTerm, ...] = Field((), alias="nodeSelectorTerms")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from draview.api.common import (
+    Model,
     NodeSelector,
     as_str_map,
     names_of,
@@ -20,11 +21,7 @@ from draview.api.common import (
 )
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-
-class Capacity(_Model):
+class Capacity(Model):
     """One capacity of a device; requestPolicy only matters for shareable devices."""
 
     value: str
@@ -34,45 +31,38 @@ class Capacity(_Model):
     valid_values: tuple[str, ...] = ()
 
 
-class Taint(_Model):
+class Taint(Model):
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
-class CounterConsumption(_Model):
+class _Counters(Model):
+    """Counters as {name: quantity text}, plus the mixins they include (KEP-5234)."""
+
+    counters: dict[str, str] = Field(default_factory=dict)
+    includes: tuple[str, ...] = ()
+
+    @field_validator("counters", mode="before")
+    @classmethod
+    def _counters(cls, v: Any) -> dict[str, str]:
+        return as_str_map(v)
+
+    @field_validator("includes", mode="before")
+    @classmethod
+    def _includes(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
+
+
+class CounterConsumption(_Counters):
     counter_set: str = Field("", alias="counterSet")
-    counters: dict[str, str] = Field(default_factory=dict)
-    includes: tuple[str, ...] = ()
-
-    @field_validator("counters", mode="before")
-    @classmethod
-    def _counters(cls, v: Any) -> dict[str, str]:
-        return as_str_map(v)
-
-    @field_validator("includes", mode="before")
-    @classmethod
-    def _includes(cls, v: Any) -> tuple[str, ...]:
-        return names_of(v)
 
 
-class CounterSet(_Model):
+class CounterSet(_Counters):
     name: str
-    counters: dict[str, str] = Field(default_factory=dict)
-    includes: tuple[str, ...] = ()
-
-    @field_validator("counters", mode="before")
-    @classmethod
-    def _counters(cls, v: Any) -> dict[str, str]:
-        return as_str_map(v)
-
-    @field_validator("includes", mode="before")
-    @classmethod
-    def _includes(cls, v: Any) -> tuple[str, ...]:
-        return names_of(v)
 
 
-class Device(_Model):
+class Device(Model):
     """A device as the allocator sees it after unwrapping `basic` / `composite`."""
 
     name: str
@@ -125,7 +115,7 @@ class Device(_Model):
         return v or ()
 
 
-class DeviceMixin(_Model):
+class DeviceMixin(Model):
     name: str
     attributes: dict[str, Any] = Field(default_factory=dict)
     capacity: dict[str, Capacity] = Field(default_factory=dict)
@@ -148,7 +138,7 @@ class DeviceMixin(_Model):
         return dict(v) if isinstance(v, dict) else {}
 
 
-class CountersMixin(_Model):
+class CountersMixin(Model):
     """A counter-set mixin or a device-counter-consumption mixin: a name and counters."""
 
     name: str
@@ -160,7 +150,7 @@ class CountersMixin(_Model):
         return as_str_map(v)
 
 
-class Mixins(_Model):
+class Mixins(Model):
     device: tuple[DeviceMixin, ...] = ()
     counter_set: tuple[CountersMixin, ...] = Field((), alias="counterSet")
     device_counter_consumption: tuple[CountersMixin, ...] = Field(
@@ -168,13 +158,13 @@ class Mixins(_Model):
     )
 
 
-class PoolRef(_Model):
+class PoolRef(Model):
     name: str
     generation: int = 0
     resource_slice_count: int = Field(1, alias="resourceSliceCount")
 
 
-class ResourceSlice(_Model):
+class ResourceSlice(Model):
     """A ResourceSlice normalised from any served version."""
 
     uid: str = ""

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from draview.api.common import cel_expressions
+from draview.api.common import Model, cel_expressions
 from draview.api.slices import Taint
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-
-class DeviceTaintRule(_Model):
+class DeviceTaintRule(Model):
     """Taints every device matching {driver, pool, device}; an unset field matches all."""
 
     name: str
@@ -45,7 +41,7 @@ class DeviceTaintRule(_Model):
         )
 
 
-class DeviceClass(_Model):
+class DeviceClass(Model):
     name: str
     selectors: tuple[str, ...] = ()
     extended_resource_name: str | None = Field(None, alias="extendedResourceName")
