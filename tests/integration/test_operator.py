@@ -457,3 +457,52 @@ def test_slice_status_is_garbage_collected_with_its_slice(
         assert op.stop() == 0
     crds.delete("resourceslice", name)
     crds.wait_for("garbage collection", lambda: slice_status(crds, name) is None, timeout=60)
+
+
+def test_pending_claim_gets_one_event_saying_why(
+    crds: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> None:
+    cls = uniq("nothing-matches")
+    crds.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "no.such.driver"'}}]},
+        }
+    )
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "stuck", "namespace": kube_namespace},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": cls}}]}},
+    }
+    crds.create(claim)
+    args = ("--leader-elect", "false", "--pending-threshold", "1", "--explain-interval", "1")
+    op = Operator(crds.kubeconfig, args).start(tmp_path)
+    try:
+        op.wait_ready()
+
+        def events() -> list[dict[str, Any]] | None:
+            out = json.loads(
+                crds.check(
+                    "get",
+                    "events",
+                    "-n",
+                    kube_namespace,
+                    "-o",
+                    "json",
+                    "--field-selector=reason=DRAViewUnallocatable",
+                )
+            )["items"]
+            return out or None
+
+        found = crds.wait_for("an Event on the pending claim", events, timeout=60)
+        assert found[0]["involvedObject"]["name"] == "stuck"
+        assert found[0]["type"] == "Warning" and found[0]["message"]
+        time.sleep(3)  # several more explain rounds: the explanation did not change
+        again = events() or []
+        assert len(again) == 1 and again[0].get("count", 1) == found[0].get("count", 1)
+    finally:
+        assert op.stop() == 0, op.logs()
+        crds.delete("deviceclass", cls)

@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.files:
         print("draview analyze: no input: give FILE… or - for stdin", file=sys.stderr)
         return 2
-    if args.max_allocations < 1:
-        print("draview analyze: --max-allocations must be at least 1", file=sys.stderr)
+    if not 1 <= args.max_allocations <= 1024:
+        print("draview analyze: --max-allocations must be 1 to 1024", file=sys.stderr)
         return 2
     try:
         objects = read_sources(args.files)

@@ -127,6 +127,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="allocations listed per device (DRAVIEW_MAX_ALLOCATIONS, default 32)",
     )
     p.add_argument(
+        "--claim-events",
+        type=_bool,
+        default=_bool(_env("CLAIM_EVENTS", "true")),
+        metavar="BOOL",
+        help="post an Event on claims that stay unallocated, saying why, once per change "
+        "of explanation (DRAVIEW_CLAIM_EVENTS, default true)",
+    )
+    p.add_argument(
+        "--pending-threshold",
+        type=_positive,
+        default=_env("PENDING_THRESHOLD", "60"),
+        help="seconds a claim may stay unallocated before it gets an Event "
+        "(DRAVIEW_PENDING_THRESHOLD, default 60)",
+    )
+    p.add_argument(
+        "--explain-interval",
+        type=_positive,
+        default=_env("EXPLAIN_INTERVAL", "10"),
+        help="seconds between looks at pending claims (DRAVIEW_EXPLAIN_INTERVAL, default 10)",
+    )
+    p.add_argument(
         "--log-level",
         default=_env("LOG_LEVEL", "info"),
         choices=("debug", "info", "warning", "error"),
@@ -147,9 +168,10 @@ def run(args: argparse.Namespace) -> int:
     from draview.controller.operator_main import RunConfig
     from draview.controller.operator_main import run as run_operator
 
-    if args.burst < 1 or args.max_allocations < 1 or not 0 < args.port < 65536:
+    if args.burst < 1 or not 1 <= args.max_allocations <= 1024 or not 0 < args.port < 65536:
         print(
-            "draview run: --burst and --max-allocations must be at least 1, --port a port",
+            "draview run: --burst must be at least 1, --max-allocations 1 to 1024 (the CRD's "
+            "limit), --port a TCP port",
             file=sys.stderr,
         )
         return 2
@@ -163,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
                 partition_attributes=tuple(args.partition_attribute),
                 max_listed_allocations=args.max_allocations,
             ),
+            claim_events=args.claim_events,
+            pending_threshold=float(args.pending_threshold),
+            explain_interval=float(args.explain_interval),
         ),
         qps=float(args.qps),
         burst=args.burst,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,14 +14,15 @@ from pydantic import ValidationError
 from draview.api.claims import ResourceClaim
 from draview.api.slices import ResourceSlice
 from draview.api.status import Condition
-from draview.api.taints import DeviceTaintRule
+from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, pool_of, short_error
 from draview.controller import metrics
+from draview.controller.events import PendingClaimExplainer
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
-from draview.engine.pool import compute_pool
+from draview.engine.pool import PoolResult, compute_pool
 
 log = logging.getLogger("draview.controller")
 
@@ -30,21 +31,34 @@ log = logging.getLogger("draview.controller")
 class Settings:
     batch_interval: float = 0.25
     engine: EngineOptions = field(default_factory=EngineOptions)
+    # Events on claims that stay unallocated longer than pending_threshold seconds.
+    claim_events: bool = True
+    pending_threshold: float = 60.0
+    explain_interval: float = 10.0
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+PostEvent = Callable[[ResourceClaim, str], Awaitable[None]]
+
+
 class Controller:
-    def __init__(self, writer: Writer, settings: Settings) -> None:
+    def __init__(
+        self, writer: Writer, settings: Settings, post_event: PostEvent | None = None
+    ) -> None:
         self.store = Store()
+        self.post_event = post_event if settings.claim_events else None
+        self.explainer = PendingClaimExplainer(threshold=settings.pending_threshold)
         self.writer = writer
         self.settings = settings
         self.dirty: dict[PoolKey, float] = {}
         self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
         self.pool_errors: dict[PoolKey, set[str]] = {}
         self.versions: dict[str, str] = {}  # uid -> resourceVersion seen
+        # The latest result per pool: explanations of pending claims read them.
+        self.results: dict[PoolKey, PoolResult] = {}
         self.leader = False
         self.synced = False
         self.wake = asyncio.Event()
@@ -121,6 +135,17 @@ class Controller:
             return
         self.mark(self.store.put_taint_rule(name, rule))
 
+    def class_event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        if kind == "DELETED":
+            self.store.classes.pop(name, None)
+            return
+        try:
+            self.store.classes[name] = DeviceClass.from_object(obj)
+        except (ValidationError, AttributeError, TypeError) as exc:
+            metrics.INVALID_OBJECTS.labels("DeviceClass").inc()
+            log.warning("unreadable DeviceClass", extra={"object": name, "error": str(exc)})
+
     # -- batches --------------------------------------------------------------------
     def _previous(self, key: PoolKey) -> dict[str, Condition] | None:
         status = self.writer.previous_status(("resourcepoolstatuses", pool_object_name(*key)))
@@ -138,6 +163,7 @@ class Controller:
             if not slices:
                 removed.extend(self.pool_objects.pop(key, ()))
                 self.pool_errors.pop(key, None)
+                self.results.pop(key, None)
                 metrics.forget_pool(key)
                 continue
             result = compute_pool(
@@ -150,6 +176,7 @@ class Controller:
                 previous=self._previous(key),
                 now=now,
             )
+            self.results[key] = result
             objs = result_objects(result)
             names = {obj_key(o) for o in objs}
             removed.extend(self.pool_objects.get(key, set()) - names)
@@ -181,6 +208,30 @@ class Controller:
                 if obj is not None:
                     self.mark([(obj["spec"]["driver"], obj["spec"]["pool"])])
         metrics.QUEUE_DEPTH.labels("resourceslice_status").set(len(self.dirty))
+
+    async def explain_pending(self) -> None:
+        """An Event on each claim pending past the threshold, once per new explanation."""
+        if self.post_event is None or not self.leader:
+            return
+        due = self.explainer.due(
+            self.store.claims.values(),
+            list(self.results.values()),
+            self.store.classes.values(),
+            self.store.rules(),
+        )
+        for claim, message in due:
+            try:
+                await self.post_event(claim, message)
+            except Exception as exc:  # an Event is best effort; status writes matter more
+                log.warning("could not post Event", extra={"object": claim.key, "error": str(exc)})
+
+    async def run_explanations(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.explain_interval)
+            try:
+                await self.explain_pending()
+            except Exception:
+                log.exception("explaining pending claims failed")
 
     async def run_batches(self) -> None:
         while True:

@@ -101,13 +101,19 @@ def _now_micro() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _event_name(claim: ResourceClaim) -> str:
+    # As client-go's recorder does: generateName "<name>." is rejected for Events
+    # (a name ending in a dot is not a valid subdomain prefix), so name them explicitly.
+    return f"{claim.name}.{time.time_ns():x}"
+
+
 def event_body(
     claim: ResourceClaim, message: str, instance: str, api_version: str
 ) -> dict[str, Any]:
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{claim.name}.", "namespace": claim.namespace},
+        "metadata": {"name": _event_name(claim), "namespace": claim.namespace},
         "eventTime": _now_micro(),
         "type": "Warning",
         "reason": REASON,
@@ -148,7 +154,7 @@ async def post_event(
     core = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{claim.name}.", "namespace": claim.namespace},
+        "metadata": {"name": _event_name(claim), "namespace": claim.namespace},
         "involvedObject": body["regarding"],
         "reason": REASON,
         "message": message[:MAX_NOTE],

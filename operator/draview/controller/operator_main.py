@@ -14,8 +14,10 @@ import aiohttp
 import kopf
 from kubernetes_asyncio import client
 
+from draview.api.claims import ResourceClaim
 from draview.controller import kube
 from draview.controller.core import Controller, Settings
+from draview.controller.events import post_event
 from draview.controller.health import serve
 from draview.controller.leader import LeaderElector
 from draview.controller.ratelimit import TokenBucket
@@ -46,6 +48,7 @@ def _register(registry: kopf.OperatorRegistry, ctl: Controller, versions: dict[s
         "resourceslices": ctl.slice_event,
         "resourceclaims": ctl.claim_event,
         "devicetaintrules": ctl.taint_rule_event,
+        "deviceclasses": ctl.class_event,
     }
     for plural, version in versions.items():
         handler = handlers[plural]
@@ -110,10 +113,10 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             "missing permissions; draview will fail where it needs them", extra={"missing": missing}
         )
     versions: dict[str, str] = {}
-    for plural in ("resourceslices", "resourceclaims", "devicetaintrules"):
+    for plural in ("resourceslices", "resourceclaims", "devicetaintrules", "deviceclasses"):
         version = await kube.served_version(api, plural)
         if version is None:
-            if plural != "devicetaintrules":
+            if plural in ("resourceslices", "resourceclaims"):
                 log.error("resource.k8s.io serves no %s: is DRA enabled?", plural)
                 return 1
             log.info("DeviceTaintRules are not served; only device taints apply")
@@ -122,7 +125,17 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     log.info("watching", extra={"versions": versions})
 
     writer = Writer(client.CustomObjectsApi(api), TokenBucket(cfg.qps, cfg.burst))
-    ctl = Controller(writer, cfg.settings)
+
+    async def post(claim: ResourceClaim, message: str) -> None:
+        await post_event(
+            api,
+            claim,
+            message,
+            instance=cfg.identity,
+            api_version=f"{kube.GROUP}/{versions['resourceclaims']}",
+        )
+
+    ctl = Controller(writer, cfg.settings, post)
     listed = False
     runner = await serve(
         cfg.bind_address, cfg.port, lambda: listed and (ctl.synced or not ctl.leader)
@@ -135,6 +148,11 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         if "devicetaintrules" in versions:
             rules = await kube.list_all(api, versions["devicetaintrules"], "devicetaintrules")
         ctl.replace_all(slices, claims, rules)
+        if "deviceclasses" in versions:
+            classes = await kube.list_all(api, versions["deviceclasses"], "deviceclasses")
+            ctl.store.classes.clear()
+            for obj in classes:
+                ctl.class_event("ADDED", obj)
 
     await _until_done("initial list", relist)
     listed = True
@@ -188,6 +206,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
 
     tasks = [
         asyncio.create_task(ctl.run_batches(), name="batches"),
+        asyncio.create_task(ctl.run_explanations(), name="explanations"),
         asyncio.create_task(resync_loop(), name="resync"),
         asyncio.create_task(
             kopf.operator(registry=registry, standalone=True, clusterwide=True, stop_flag=stop),

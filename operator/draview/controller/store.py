@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from draview.api.claims import ResourceClaim
 from draview.api.slices import ResourceSlice
-from draview.api.taints import DeviceTaintRule
+from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem
 from draview.engine.allocations import claim_allocations
 from draview.engine.model import AllocRef, PoolKey
@@ -25,6 +25,8 @@ class Store:
         self.claim_pools: dict[str, dict[PoolKey, list[AllocRef]]] = {}
         self.pool_allocs: dict[PoolKey, dict[str, list[AllocRef]]] = defaultdict(dict)
         self.taint_rules: dict[str, DeviceTaintRule] = {}
+        # DeviceClasses only feed explanations of pending claims; they dirty no pool.
+        self.classes: dict[str, DeviceClass] = {}
         # Slices that could not be read, by uid, with the pool they name (if readable).
         self.problems: dict[str, ObjectProblem] = {}
 
