@@ -1,0 +1,908 @@
+"""Operator benchmark against a real API server (project issue 4, item 9).
+
+Phases:
+
+1. create S ResourceSlices (one per fake node `node-bench-N`, one pool per slice, D GPUs
+   each with realistic attributes) and C ResourceClaims spread over 20 namespaces, each
+   allocated to one distinct device by a merge patch on the status subresource (claim j
+   takes device j // S of slice j % S, so no device is ever allocated twice);
+2. start `draview run` with default settings and measure the time until every pool's
+   ResourcePoolStatus shows its expected allocated count (watched), plus peak RSS;
+3. steady state: `draview_api_writes_total` must not move over a window;
+4. claim churn: N changes spaced `--spacing` apart (allocate a new claim on a free device
+   or delete an allocated claim), each timestamped when its API call returns; a watch on
+   ResourceSliceStatuses (started before the churn) timestamps when the device's state
+   flips. Latency percentiles and writes per change.
+
+    eval "$(e2e/cluster/up)"; kubectl apply -k deploy/crds
+    python bench/operator/run.py --slices 1000 --claims 10000 --json bench/out/op-1k.json
+
+Each device changes at most once during the churn (freed devices are not reused, new
+claims are never deleted), so every change has exactly one expected flip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import json
+import math
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = "gpu.bench.draview.io"
+CLASS = "bench-gpu"
+NS_PREFIX = "draview-bench-"
+NAMESPACES = 20
+RES = ("resource.k8s.io", "v1")
+OURS = ("draview.io", "v1alpha1")
+MERGE = "application/merge-patch+json"
+BENCH_LABEL = "bench.draview.io/run"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- the world -----------------------------------------------------------------------
+def node_name(i: int) -> str:
+    return f"node-bench-{i:05d}"
+
+
+def slice_name(i: int) -> str:
+    return f"{node_name(i)}-gpus"
+
+
+def claim_ref(j: int) -> tuple[str, str]:
+    return f"{NS_PREFIX}{j % NAMESPACES:02d}", f"bench-claim-{j:06d}"
+
+
+def device(i: int, d: int) -> dict[str, Any]:
+    bus = 0x18 + d * 0x10
+    return {
+        "name": f"gpu-{d}",
+        "attributes": {
+            "index": {"int": d},
+            "uuid": {"string": f"GPU-{i:08x}-{d:04x}-4b7e-9c1d-{(i * 16 + d):012x}"},
+            "productName": {"string": "NVIDIA H100 80GB HBM3"},
+            "brand": {"string": "Nvidia"},
+            "architecture": {"string": "Hopper"},
+            "driverVersion": {"version": "550.54.15"},
+            "cudaDriverVersion": {"version": "12.4.0"},
+            "cudaComputeCapability": {"version": "9.0.0"},
+            "pciBusID": {"string": f"0000:{bus & 0xFF:02x}:00.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{(bus & 0xF0):02x}"},
+            "numaNode": {"int": d * 2 // 8},
+        },
+        "capacity": {
+            "memory": {"value": "80Gi"},
+            "multiprocessors": {"value": "132"},
+        },
+    }
+
+
+def slice_obj(i: int, per_slice: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": slice_name(i), "labels": {BENCH_LABEL: "1"}},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node_name(i),
+            "pool": {"name": node_name(i), "generation": 1, "resourceSliceCount": 1},
+            "devices": [device(i, d) for d in range(per_slice)],
+        },
+    }
+
+
+def claim_obj(ns: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns, "labels": {BENCH_LABEL: "1"}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": CLASS,
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                        },
+                    }
+                ]
+            }
+        },
+    }
+
+
+def allocation_patch(i: int, dev: str) -> dict[str, Any]:
+    return {
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": DRIVER, "pool": node_name(i), "device": dev}
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node_name(i)]}
+                            ]
+                        }
+                    ]
+                },
+            }
+        }
+    }
+
+
+@dataclass
+class World:
+    slices: int
+    claims: int
+    per_slice: int
+
+    def device_of(self, j: int) -> tuple[int, int]:
+        return j % self.slices, j // self.slices
+
+
+# -- API helpers ---------------------------------------------------------------------
+class Kube:
+    def __init__(self, api: client.ApiClient, concurrency: int) -> None:
+        self.api = api
+        self.co = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.sem = asyncio.Semaphore(concurrency)
+        self.requests = 0
+
+    async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kw: Any) -> Any:
+        delay = 0.2
+        for attempt in range(8):
+            async with self.sem:
+                try:
+                    out = await fn(*args, **kw)
+                    self.requests += 1
+                    return out
+                except ApiException as exc:
+                    if exc.status not in (429, 500, 502, 503, 504) or attempt == 7:
+                        raise
+                except (aiohttp.ClientError, TimeoutError, OSError):
+                    if attempt == 7:
+                        raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5)
+        raise RuntimeError("unreachable")
+
+    async def create_claim(self, ns: str, name: str, i: int, dev: str) -> float:
+        """Create and allocate; returns when the status patch returned (monotonic)."""
+        try:
+            await self.call(
+                self.co.create_namespaced_custom_object,
+                *RES,
+                ns,
+                "resourceclaims",
+                claim_obj(ns, name),
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        await self.call(
+            self.co.patch_namespaced_custom_object_status,
+            *RES,
+            ns,
+            "resourceclaims",
+            name,
+            allocation_patch(i, dev),
+            _content_type=MERGE,
+        )
+        return time.monotonic()
+
+
+async def gather_bounded(coros: list[Awaitable[Any]], what: str, every: int = 5000) -> None:
+    """Run coroutines (the Kube semaphore bounds concurrency) with progress logging."""
+    t0 = time.monotonic()
+    pending = [asyncio.ensure_future(c) for c in coros]
+    for done, fut in enumerate(asyncio.as_completed(pending), 1):
+        await fut
+        if done % every == 0 or done == len(pending):
+            log(f"{what}: {done}/{len(pending)} in {time.monotonic() - t0:.1f}s")
+
+
+async def create_world(k: Kube, w: World) -> dict[str, float]:
+    t0 = time.monotonic()
+    for n in range(NAMESPACES):
+        body = {"metadata": {"name": f"{NS_PREFIX}{n:02d}", "labels": {BENCH_LABEL: "1"}}}
+        with contextlib.suppress(ApiException):
+            await k.core.create_namespace(body)  # type: ignore[arg-type]
+    dc = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+    }
+    with contextlib.suppress(ApiException):
+        await k.co.create_cluster_custom_object(*RES, "deviceclasses", dc)
+
+    async def mk_slice(i: int) -> None:
+        try:
+            await k.call(
+                k.co.create_cluster_custom_object, *RES, "resourceslices", slice_obj(i, w.per_slice)
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    await gather_bounded([mk_slice(i) for i in range(w.slices)], "slices", every=1000)
+    t_slices = time.monotonic() - t0
+
+    async def mk_claim(j: int) -> None:
+        ns, name = claim_ref(j)
+        i, d = w.device_of(j)
+        await k.create_claim(ns, name, i, f"gpu-{d}")
+
+    # In chunks so that the task list stays small at 50k.
+    chunk = 5000
+    t1 = time.monotonic()
+    for start in range(0, w.claims, chunk):
+        await gather_bounded(
+            [mk_claim(j) for j in range(start, min(w.claims, start + chunk))],
+            f"claims {start}+",
+            every=chunk,
+        )
+    t_claims = time.monotonic() - t1
+    writes = w.slices + 2 * w.claims
+    return {
+        "slices_seconds": round(t_slices, 1),
+        "claims_seconds": round(t_claims, 1),
+        "writes_per_second": round(writes / (time.monotonic() - t0), 1),
+    }
+
+
+async def delete_status_objects(k: Kube) -> None:
+    for plural in ("resourceslicestatuses", "resourcepoolstatuses"):
+        with contextlib.suppress(ApiException):
+            await k.co.delete_collection_cluster_custom_object(*OURS, plural)
+    # Wait until they are gone (deletecollection is synchronous for CRs without finalizers).
+    for _ in range(120):
+        n = 0
+        for plural in ("resourceslicestatuses", "resourcepoolstatuses"):
+            lst = await k.co.list_cluster_custom_object(*OURS, plural, limit=1)
+            n += len(lst.get("items", []))
+        if n == 0:
+            return
+        await asyncio.sleep(1)
+
+
+async def delete_world(k: Kube) -> None:
+    log("cleanup: deleting claims, slices, status objects, namespaces")
+    for n in range(NAMESPACES):
+        with contextlib.suppress(ApiException):
+            await k.co.delete_collection_namespaced_custom_object(
+                *RES, f"{NS_PREFIX}{n:02d}", "resourceclaims"
+            )
+    with contextlib.suppress(ApiException):
+        await k.co.delete_collection_cluster_custom_object(
+            *RES, "resourceslices", label_selector=BENCH_LABEL
+        )
+    await delete_status_objects(k)
+    for n in range(NAMESPACES):
+        with contextlib.suppress(ApiException):
+            await k.core.delete_namespace(f"{NS_PREFIX}{n:02d}")
+    with contextlib.suppress(ApiException):
+        await k.co.delete_cluster_custom_object(*RES, "deviceclasses", CLASS)
+
+
+async def actual_allocations(k: Kube, w: World) -> dict[tuple[int, int], tuple[str, str]]:
+    """(slice index, device index) -> (namespace, name) of the claim allocated to it, from
+    the API server: the truth after an earlier --keep run's churn."""
+    index = {node_name(i): i for i in range(w.slices)}
+    out: dict[tuple[int, int], tuple[str, str]] = {}
+    for n in range(NAMESPACES):
+        ns = f"{NS_PREFIX}{n:02d}"
+        cont = None
+        while True:
+            kw: dict[str, Any] = {"limit": 1000}
+            if cont:
+                kw["_continue"] = cont
+            lst = await k.co.list_namespaced_custom_object(*RES, ns, "resourceclaims", **kw)
+            for c in lst.get("items", []):
+                alloc = (c.get("status") or {}).get("allocation") or {}
+                for r in (alloc.get("devices") or {}).get("results") or []:
+                    i = index.get(r.get("pool"))
+                    if r.get("driver") == DRIVER and i is not None:
+                        d = int(str(r["device"]).removeprefix("gpu-"))
+                        if (i, d) in out:
+                            raise RuntimeError(f"device allocated twice: {r}")
+                        out[(i, d)] = (ns, c["metadata"]["name"])
+            cont = lst["metadata"].get("continue")
+            if not cont:
+                break
+    return out
+
+
+# -- watching our objects --------------------------------------------------------------
+class Watcher:
+    """Watch one plural of draview objects from a resourceVersion, re-watching on end."""
+
+    def __init__(
+        self, k: Kube, plural: str, rv: str, on_event: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        self.k, self.plural, self.rv, self.on_event = k, plural, rv, on_event
+        self.task: asyncio.Task[None] | None = None
+        self.events = 0
+
+    def start(self) -> Watcher:
+        self.task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            w = watch.Watch()
+            try:
+                async for ev in w.stream(
+                    self.k.co.list_cluster_custom_object,
+                    *OURS,
+                    self.plural,
+                    resource_version=self.rv,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=600,
+                    _request_timeout=700,
+                ):
+                    obj = ev["object"]
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.rv = rv
+                    if ev["type"] == "BOOKMARK":
+                        continue
+                    self.events += 1
+                    self.on_event(ev["type"], obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # re-watch from the last version seen
+                log(f"watch {self.plural} restarted: {exc!r}")
+                await asyncio.sleep(0.5)
+            finally:
+                await w.close()
+
+    async def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
+# -- the operator process ----------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Operator:
+    kubeconfig: str
+    log_path: Path
+    profile: str | None = None
+    extra: list[str] = field(default_factory=list)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    scrapes: list[float] = field(default_factory=list)  # /metrics response times
+
+    def start(self) -> None:
+        py = [sys.executable]
+        if self.profile:
+            py += ["-m", "cProfile", "-o", self.profile]
+        cmd = [
+            *py,
+            "-m",
+            "draview.cli.main",
+            "run",
+            "--leader-elect",
+            "false",
+            "--port",
+            str(self.port),
+            "--log-format",
+            "text",
+            *self.extra,
+        ]
+        log(f"operator: {' '.join(cmd[1:])}")
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.started = time.monotonic()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def mem(self) -> dict[str, float]:
+        """VmHWM (peak) and VmRSS in MiB."""
+        out: dict[str, float] = {}
+        assert self.proc is not None
+        with contextlib.suppress(OSError), open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    out[key] = round(int(val.split()[0]) / 1024, 1)
+        return out
+
+    def cpu(self) -> float | None:
+        """User + system CPU seconds the operator used so far."""
+        assert self.proc is not None
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+
+    async def get(
+        self, session: aiohttp.ClientSession, path: str, limit: float = 5
+    ) -> tuple[int, str]:
+        try:
+            async with session.get(
+                f"http://127.0.0.1:{self.port}{path}", timeout=aiohttp.ClientTimeout(total=limit)
+            ) as r:
+                return r.status, await r.text()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return 0, ""
+
+    async def metrics(self, session: aiohttp.ClientSession) -> dict[str, float]:
+        """Parsed /metrics. The operator renders it inside its event loop, so a scrape can
+        take seconds while the loop is busy: retry with a long timeout, never return an
+        empty result (a missing counter would read as 0 writes)."""
+        for _ in range(5):
+            t0 = time.monotonic()
+            code, text = await self.get(session, "/metrics", limit=60)
+            if code == 200 and text:
+                self.scrapes.append(time.monotonic() - t0)
+                break
+            await asyncio.sleep(1)
+        else:
+            raise RuntimeError("operator /metrics did not answer")
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("#") or not line:
+                continue
+            head, _, value = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[head] = float(value)
+        return out
+
+    def stop(self) -> int | None:
+        if not self.alive():
+            return self.proc.returncode if self.proc else None
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def metric_sum(m: dict[str, float], name: str) -> float:
+    return sum(v for k, v in m.items() if k.split("{")[0] == name)
+
+
+def writes_by_label(m: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in m.items() if k.startswith("draview_api_writes_total{")}
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    idx = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[idx]
+
+
+# -- phases ------------------------------------------------------------------------------
+async def converge(
+    k: Kube,
+    op: Operator,
+    session: aiohttp.ClientSession,
+    w: World,
+    allocs: dict[tuple[int, int], tuple[str, str]],
+    limit: float,
+) -> dict[str, Any]:
+    expected = {node_name(i): 0 for i in range(w.slices)}
+    for i, _ in allocs:
+        expected[node_name(i)] += 1
+    seen: dict[str, int | None] = {}
+    matched: set[str] = set()
+    first_seen: list[float] = []
+
+    def on_pool(kind: str, obj: dict[str, Any]) -> None:
+        pool = (obj.get("spec") or {}).get("pool")
+        if pool not in expected:
+            return
+        if not first_seen:
+            first_seen.append(time.monotonic())
+        if kind == "DELETED":
+            matched.discard(pool)
+            return
+        n = ((obj.get("status") or {}).get("summary") or {}).get("allocatedDevices")
+        seen[pool] = n
+        if n == expected[pool]:
+            matched.add(pool)
+        else:
+            matched.discard(pool)
+
+    lst = await k.co.list_cluster_custom_object(*OURS, "resourcepoolstatuses", limit=1)
+    watcher = Watcher(k, "resourcepoolstatuses", lst["metadata"]["resourceVersion"], on_pool)
+    watcher.start()
+    await asyncio.sleep(0.5)
+    op.start()
+    ready_at = None
+    converged_at = None
+    last_log = 0.0
+    peak_during = 0.0
+    try:
+        while time.monotonic() - op.started < limit:
+            if not op.alive():
+                raise RuntimeError(f"operator exited: see {op.log_path}")
+            now = time.monotonic()
+            if ready_at is None and (await op.get(session, "/readyz"))[0] == 200:
+                ready_at = now
+            peak_during = max(peak_during, op.mem().get("VmHWM", 0.0))
+            if len(matched) == len(expected):
+                converged_at = now
+                break
+            if now - last_log > 10:
+                last_log = now
+                m = await op.metrics(session)
+                log(
+                    f"converging: {len(matched)}/{len(expected)} pools, "
+                    f"{len(seen)} seen, writes={metric_sum(m, 'draview_api_writes_total'):.0f}, "
+                    f"mem={op.mem()}"
+                )
+            await asyncio.sleep(0.1)
+    finally:
+        await watcher.stop()
+    m = await op.metrics(session)
+    mem = op.mem()
+    out = {
+        "converged": converged_at is not None,
+        "convergence_seconds": None
+        if converged_at is None
+        else round(converged_at - op.started, 2),
+        "first_pool_status_seconds": round(first_seen[0] - op.started, 2) if first_seen else None,
+        "ready_seconds": None if ready_at is None else round(ready_at - op.started, 2),
+        "pools_matched": len(matched),
+        "pools_expected": len(expected),
+        "writes_at_convergence": metric_sum(m, "draview_api_writes_total"),
+        "writes_by_label": writes_by_label(m),
+        "peak_rss_mib": mem.get("VmHWM"),
+        "rss_mib": mem.get("VmRSS"),
+        "operator_cpu_seconds": op.cpu(),
+    }
+    # readiness may follow convergence (full_sync returns after the last write)
+    if ready_at is None:
+        t_end = time.monotonic() + 60
+        while time.monotonic() < t_end:
+            if (await op.get(session, "/readyz"))[0] == 200:
+                out["ready_seconds"] = round(time.monotonic() - op.started, 2)
+                break
+            await asyncio.sleep(0.2)
+    return out
+
+
+async def steady(
+    op: Operator, session: aiohttp.ClientSession, settle: float, window: float
+) -> dict[str, Any]:
+    m0 = await op.metrics(session)
+    c0 = op.cpu()
+    await asyncio.sleep(settle)
+    m1 = await op.metrics(session)
+    c1 = op.cpu()
+    await asyncio.sleep(window)
+    m2 = await op.metrics(session)
+    c2 = op.cpu()
+    w0, w1, w2 = (metric_sum(x, "draview_api_writes_total") for x in (m0, m1, m2))
+    return {
+        "settle_seconds": settle,
+        "writes_during_settle": w1 - w0,
+        "window_seconds": window,
+        "writes_in_window": w2 - w1,
+        "writes_total": w2,
+        # CPU the operator burns after its initial sync: kopf's own initial listing
+        "cpu_seconds_during_settle": round((c1 or 0) - (c0 or 0), 2),
+        "cpu_seconds_in_window": round((c2 or 0) - (c1 or 0), 2),
+        "rss_mib": op.mem().get("VmRSS"),
+        "peak_rss_mib": op.mem().get("VmHWM"),
+    }
+
+
+@dataclass
+class Change:
+    idx: int
+    kind: str  # allocate | delete
+    slice: str
+    device: str
+    want: str  # Allocated | Available
+    sent: float = 0.0
+    returned: float | None = None
+    seen: float | None = None
+
+
+async def churn(
+    k: Kube,
+    op: Operator,
+    session: aiohttp.ClientSession,
+    w: World,
+    allocs: dict[tuple[int, int], tuple[str, str]],
+    n: int,
+    spacing: float,
+    seed: int,
+    wait_seconds: float,
+) -> dict[str, Any]:
+    rng = random.Random(seed)
+    free = [(i, d) for i in range(w.slices) for d in range(w.per_slice) if (i, d) not in allocs]
+    rng.shuffle(free)
+    candidates = sorted(allocs)
+    rng.shuffle(candidates)
+    run_id = f"{int(time.time()) % 1000000:06d}"
+
+    pending: dict[tuple[str, str], Change] = {}
+    states: dict[tuple[str, str], str] = {}
+    all_seen = asyncio.Event()
+    unseen = [n]
+
+    def on_slice(kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        name = obj["metadata"]["name"]
+        now = time.monotonic()
+        for dev in (obj.get("status") or {}).get("devices") or []:
+            key = (name, dev.get("name"))
+            states[key] = dev.get("state")
+            ch = pending.get(key)
+            if ch is not None and ch.seen is None and dev.get("state") == ch.want and ch.sent:
+                ch.seen = now
+                unseen[0] -= 1
+                if unseen[0] == 0:
+                    all_seen.set()
+
+    # The starting state: a list, then the watch from its resourceVersion.
+    lst_rv = None
+    cont = None
+    while True:
+        kw: dict[str, Any] = {"limit": 500}
+        if cont:
+            kw["_continue"] = cont
+        lst = await k.co.list_cluster_custom_object(*OURS, "resourceslicestatuses", **kw)
+        lst_rv = lst_rv or lst["metadata"]["resourceVersion"]
+        for obj in lst.get("items", []):
+            on_slice("ADDED", obj)
+        cont = lst["metadata"].get("continue")
+        if not cont:
+            break
+    watcher = Watcher(k, "resourceslicestatuses", lst_rv, on_slice).start()
+    await asyncio.sleep(1.0)
+    m0 = await op.metrics(session)
+    c0 = op.cpu()
+    changes: list[Change] = []
+    tasks = []
+
+    async def do(ch: Change, fn: Callable[[], Awaitable[Any]]) -> None:
+        ch.sent = time.monotonic()
+        await fn()
+        ch.returned = time.monotonic()
+
+    t_start = time.monotonic()
+    for idx in range(n):
+        # keep a fixed cadence: launch change idx at t_start + idx * spacing
+        delay = t_start + idx * spacing - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        alloc = free and (rng.random() < 0.5 or not candidates)
+        if alloc:
+            i, d = free.pop()
+            ns = f"{NS_PREFIX}{idx % NAMESPACES:02d}"
+            name = f"bench-churn-{run_id}-{idx:05d}"
+            ch = Change(idx, "allocate", slice_name(i), f"gpu-{d}", "Allocated")
+            fn: Callable[[], Awaitable[Any]] = functools.partial(
+                k.create_claim, ns, name, i, f"gpu-{d}"
+            )
+        else:
+            i, d = candidates.pop()
+            ns, name = allocs[(i, d)]
+            ch = Change(idx, "delete", slice_name(i), f"gpu-{d}", "Available")
+            fn = functools.partial(
+                k.call, k.co.delete_namespaced_custom_object, *RES, ns, "resourceclaims", name
+            )
+
+        pending[(ch.slice, ch.device)] = ch
+        changes.append(ch)
+        tasks.append(asyncio.create_task(do(ch, fn)))
+    await asyncio.gather(*tasks)
+    t_sent = time.monotonic() - t_start
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_seen.wait(), wait_seconds)
+    await asyncio.sleep(2.0)  # let trailing writes land before reading the counter
+    m1 = await op.metrics(session)
+    await watcher.stop()
+    lat = []
+    early = 0
+    for c in changes:
+        if c.seen is None or c.returned is None:
+            continue
+        dt = c.seen - c.returned
+        if dt < 0:
+            early += 1
+        lat.append(max(0.0, dt))
+    writes = metric_sum(m1, "draview_api_writes_total") - metric_sum(m0, "draview_api_writes_total")
+    hist_c = metric_sum(m1, "dra_resourceslice_status_update_duration_seconds_count") - metric_sum(
+        m0, "dra_resourceslice_status_update_duration_seconds_count"
+    )
+    hist_s = metric_sum(m1, "dra_resourceslice_status_update_duration_seconds_sum") - metric_sum(
+        m0, "dra_resourceslice_status_update_duration_seconds_sum"
+    )
+    return {
+        "changes": len(changes),
+        "allocations": sum(c.kind == "allocate" for c in changes),
+        "deletions": sum(c.kind == "delete" for c in changes),
+        "spacing_seconds": spacing,
+        "send_seconds": round(t_sent, 2),
+        "seen": len(lat),
+        "not_seen": sum(c.seen is None for c in changes),
+        "seen_before_call_returned": early,
+        "latency_p50": round(pct(lat, 50), 3),
+        "latency_p95": round(pct(lat, 95), 3),
+        "latency_p99": round(pct(lat, 99), 3),
+        "latency_max": round(max(lat), 3) if lat else None,
+        "latency_mean": round(statistics.fmean(lat), 3) if lat else None,
+        "api_call_p50": round(pct([c.returned - c.sent for c in changes if c.returned], 50), 3),
+        "writes": writes,
+        "writes_per_change": round(writes / max(1, len(changes)), 3),
+        "writes_by_label_delta": {
+            key: v - writes_by_label(m0).get(key, 0.0) for key, v in writes_by_label(m1).items()
+        },
+        "operator_batches": hist_c,
+        "operator_update_duration_mean": round(hist_s / hist_c, 3) if hist_c else None,
+        "watch_events": watcher.events,
+        "operator_cpu_seconds": round((op.cpu() or 0) - (c0 or 0), 2),
+    }
+
+
+# -- main --------------------------------------------------------------------------------
+def targets(res: dict[str, Any], big: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    st = res.get("steady")
+    if st:
+        out["steady_zero_writes"] = st["writes_in_window"] == 0
+    ch = res.get("churn")
+    if ch:
+        out["churn_p95_le_1s"] = ch["not_seen"] == 0 and ch["latency_p95"] <= 1.0
+        # Only meaningful when every change was processed.
+        out["churn_writes_per_change_le_2"] = ch["not_seen"] == 0 and ch["writes_per_change"] <= 2
+    cv = res.get("convergence")
+    if cv and big:
+        out["converged_le_120s"] = bool(cv["converged"]) and cv["convergence_seconds"] <= 120
+        out["peak_rss_le_1GiB"] = (cv.get("peak_rss_mib") or 0) <= 1024
+    return out
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        sys.exit('set KUBECONFIG or --kubeconfig (eval "$(e2e/cluster/up)")')
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    cfg.connection_pool_maxsize = max(args.concurrency + 8, 32)
+    api = client.ApiClient(cfg)
+    k = Kube(api, args.concurrency)
+    per_slice = args.devices_per_slice or max(8, math.ceil(1.2 * args.claims / args.slices))
+    w = World(args.slices, args.claims, per_slice)
+    if args.claims > w.slices * w.per_slice:
+        sys.exit("more claims than devices")
+    res: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "slices": w.slices,
+        "claims": w.claims,
+        "devices_per_slice": w.per_slice,
+        "devices": w.slices * w.per_slice,
+        "cpus": os.cpu_count(),
+        "command": " ".join(sys.argv),
+    }
+    op = Operator(
+        kubeconfig,
+        Path(args.log_dir) / f"operator-{w.slices}.log",
+        args.profile,
+        args.operator_arg or [],
+    )
+    try:
+        if args.reuse:
+            log("reusing existing objects (created by an earlier --keep run)")
+        else:
+            log(f"creating {w.slices} slices x {w.per_slice} devices, {w.claims} claims")
+            res["create"] = await create_world(k, w)
+            log(f"created: {res['create']}")
+        allocs = await actual_allocations(k, w)
+        res["allocated_devices"] = len(allocs)
+        await delete_status_objects(k)
+        async with aiohttp.ClientSession() as session:
+            res["convergence"] = await converge(k, op, session, w, allocs, args.converge_timeout)
+            log(f"convergence: {res['convergence']}")
+            if not args.skip_after:
+                res["steady"] = await steady(op, session, args.settle, args.window)
+                log(f"steady: {res['steady']}")
+                if args.changes:
+                    res["churn"] = await churn(
+                        k, op, session, w, allocs, args.changes, args.spacing, args.seed, 60
+                    )
+                    log(f"churn: {res['churn']}")
+            res["final_peak_rss_mib"] = op.mem().get("VmHWM")
+            res["metrics_scrape_seconds"] = {
+                "count": len(op.scrapes),
+                "p50": round(pct(op.scrapes, 50), 3),
+                "max": round(max(op.scrapes), 3) if op.scrapes else None,
+            }
+    finally:
+        rc = op.stop()
+        res["operator_exit"] = rc
+        if not args.keep:
+            await delete_world(k)
+        await api.close()
+    res["targets"] = targets(res, big=w.slices >= 5000)
+    return res
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--slices", type=int, default=1000)
+    p.add_argument("--claims", type=int, default=10000)
+    p.add_argument(
+        "--devices-per-slice",
+        type=int,
+        default=0,
+        help="default: max(8, ceil(1.2 * claims / slices)), so churn finds free devices",
+    )
+    p.add_argument("--changes", type=int, default=200, help="claim changes in the churn (0: none)")
+    p.add_argument("--spacing", type=float, default=0.05, help="seconds between changes")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--concurrency", type=int, default=24, help="concurrent API requests")
+    p.add_argument("--settle", type=float, default=5.0, help="seconds after convergence")
+    p.add_argument("--window", type=float, default=15.0, help="steady-state window, seconds")
+    p.add_argument("--converge-timeout", type=float, default=900.0)
+    p.add_argument("--skip-after", action="store_true", help="stop after convergence")
+    p.add_argument("--keep", action="store_true", help="do not delete the objects at the end")
+    p.add_argument("--reuse", action="store_true", help="objects exist already (--keep run)")
+    p.add_argument("--profile", help="run the operator under cProfile, write stats here")
+    p.add_argument("--operator-arg", action="append", help="extra `draview run` argument")
+    p.add_argument("--kubeconfig")
+    p.add_argument("--log-dir", default="/tmp/draview-bench")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args()
+    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+    res = asyncio.run(amain(args))
+    text = json.dumps(res, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
