@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lint test test-unit test-integration cluster cluster-down demo demo-down bench clean
+.PHONY: setup lint test test-unit test-integration deploy-checks cluster cluster-down demo demo-down bench clean
 
 setup:
 	$(PIP) install -q -e '.[test]'
@@ -18,9 +18,14 @@ test-unit: setup
 
 # Builds (cached in ~/.cache/draview-cluster) and starts the local control plane; the
 # session fixture in tests/kubecluster.py stops it again when it started it.
-test-integration: setup
+# hadolint, helm lint/template, manifest freshness, promtool rule tests, shellcheck; installs
+# what it misses (prometheus and shellcheck from Debian, helm from its Go module, cached).
+deploy-checks:
+	e2e/deploy-checks.sh
+
+test-integration: setup deploy-checks
 	e2e/cluster/build
-	$(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/integration tests/integration
+	$(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/integration tests/integration e2e/tests
 
 test: lint test-unit test-integration
 

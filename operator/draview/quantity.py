@@ -221,6 +221,17 @@ def parse_quantity(s: str) -> Quantity:
     return _parse(s)
 
 
+def try_parse_quantity(s: str | None) -> Quantity | None:
+    """The quantity, or None for a missing or unparsable one (where validation has
+    already reported it and the caller only needs the value if there is one)."""
+    if s is None:
+        return None
+    try:
+        return _parse(s)
+    except QuantityError:
+        return None
+
+
 @lru_cache(maxsize=1 << 16)
 def _canonical(nanos: int, fmt: Format) -> str:
     if nanos == 0:

@@ -63,14 +63,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--qps",
         type=_positive,
-        default=_env("QPS", "50"),
-        help="sustained API writes per second (DRAVIEW_QPS, default 50)",
+        default=_env("QPS", "100"),
+        help="sustained API writes per second (DRAVIEW_QPS, default 100)",
     )
     p.add_argument(
         "--burst",
         type=int,
-        default=int(_env("BURST", "100")),
-        help="API write burst (DRAVIEW_BURST, default 100)",
+        default=int(_env("BURST", "200")),
+        help="API write burst (DRAVIEW_BURST, default 200)",
+    )
+    p.add_argument(
+        "--write-concurrency",
+        type=int,
+        default=int(_env("WRITE_CONCURRENCY", "16")),
+        help="API writes in flight at once (DRAVIEW_WRITE_CONCURRENCY, default 16)",
     )
     p.add_argument(
         "--resync-interval",
@@ -168,10 +174,15 @@ def run(args: argparse.Namespace) -> int:
     from draview.controller.operator_main import RunConfig
     from draview.controller.operator_main import run as run_operator
 
-    if args.burst < 1 or not 1 <= args.max_allocations <= 1024 or not 0 < args.port < 65536:
+    if (
+        args.burst < 1
+        or args.write_concurrency < 1
+        or not 1 <= args.max_allocations <= 1024
+        or not 0 < args.port < 65536
+    ):
         print(
-            "draview run: --burst must be at least 1, --max-allocations 1 to 1024 (the CRD's "
-            "limit), --port a TCP port",
+            "draview run: --burst and --write-concurrency must be at least 1, "
+            "--max-allocations 1 to 1024 (the CRD's limit), --port a TCP port",
             file=sys.stderr,
         )
         return 2
@@ -191,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         qps=float(args.qps),
         burst=args.burst,
+        write_concurrency=args.write_concurrency,
         resync_interval=float(args.resync_interval),
         bind_address=args.bind_address,
         port=args.port,

@@ -61,10 +61,16 @@ class Controller:
         self.results: dict[PoolKey, PoolResult] = {}
         self.leader = False
         self.synced = False
-        self.wake = asyncio.Event()
+        # One writer at a time: a full sync and a batch must not interleave, or an older
+        # computation could land after a newer one.
+        self.write_lock = asyncio.Lock()
 
     # -- events ---------------------------------------------------------------------
     def mark(self, keys: Iterable[PoolKey]) -> None:
+        # A standby keeps its store warm but queues nothing: on becoming leader it
+        # recomputes every pool anyway, and its queue metrics stay truthful (0).
+        if not self.leader:
+            return
         now = time.monotonic()
         for key in keys:
             self.dirty.setdefault(key, now)
@@ -121,6 +127,18 @@ class Controller:
                 return
             self.mark(self.store.put_claim(uid, claim))
         metrics.CLAIMS_TRACKED.set(len(self.store.claim_pools))
+
+    def step_down(self) -> None:
+        """Lost the lease: stop writing and stop exporting pool series (the new leader
+        exports them now)."""
+        self.leader = False
+        self.synced = False
+        self.dirty.clear()
+        for key in self.results:
+            metrics.forget_pool(key)
+        self.results.clear()
+        metrics.QUEUE_DEPTH.labels("resourceslice_status").set(0)
+        metrics.STALENESS.set(0)
 
     def taint_rule_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name"))
@@ -195,6 +213,12 @@ class Controller:
     async def flush(self) -> None:
         if not self.dirty or not self.leader:
             return
+        async with self.write_lock:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if not self.dirty or not self.leader:
+            return
         batch, self.dirty = self.dirty, {}
         oldest = min(batch.values())
         desired, removed = self.compute(batch)
@@ -246,6 +270,10 @@ class Controller:
     async def full_sync(self) -> None:
         """After a (re)list or on becoming leader: learn the server, write differences,
         prune objects whose source is gone."""
+        async with self.write_lock:
+            await self._full_sync()
+
+    async def _full_sync(self) -> None:
         await self.writer.load()
         self.pool_objects.clear()
         keys = self.store.pools() | set(self.dirty)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
@@ -18,7 +19,10 @@ async def serve(host: str, port: int, ready: Callable[[], bool]) -> web.AppRunne
         return web.Response(status=503, text="initial sync not finished")
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # Rendering thousands of per-pool series takes long enough to stall the event
+        # loop (watches, writes) on every scrape; a thread keeps the loop free.
+        body = await asyncio.to_thread(generate_latest)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

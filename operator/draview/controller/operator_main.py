@@ -15,7 +15,7 @@ import kopf
 from kubernetes_asyncio import client
 
 from draview.api.claims import ResourceClaim
-from draview.controller import kube
+from draview.controller import kube, metrics
 from draview.controller.core import Controller, Settings
 from draview.controller.events import post_event
 from draview.controller.health import serve
@@ -33,6 +33,7 @@ class RunConfig:
     settings: Settings
     qps: float
     burst: int
+    write_concurrency: int
     resync_interval: float
     bind_address: str
     port: int
@@ -124,7 +125,11 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         versions[plural] = version
     log.info("watching", extra={"versions": versions})
 
-    writer = Writer(client.CustomObjectsApi(api), TokenBucket(cfg.qps, cfg.burst))
+    writer = Writer(
+        client.CustomObjectsApi(api),
+        TokenBucket(cfg.qps, cfg.burst),
+        concurrency=cfg.write_concurrency,
+    )
 
     async def post(claim: ResourceClaim, message: str) -> None:
         await post_event(
@@ -162,8 +167,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         await _until_done("initial status sync", ctl.full_sync)
 
     def stop_leading() -> None:
-        ctl.leader = False
-        ctl.synced = False
+        ctl.step_down()
 
     elector = None
     if cfg.leader_elect:
@@ -176,7 +180,8 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             stop_leading,
         )
     else:
-        await become_leader()
+        metrics.IS_LEADER.set(1)
+        ctl.leader = True  # not ready until the sync below has written everything
 
     async def resync_loop() -> None:
         while True:
@@ -213,8 +218,12 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             name="kopf",
         ),
     ]
+    # Watches start before the initial sync writes anything, so that changes made during
+    # a long first sync are seen at once rather than replayed after it.
     if elector is not None:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
+    else:
+        tasks.append(asyncio.create_task(become_leader(), name="initial-sync"))
     # kopf installs its own SIGTERM/SIGINT handlers and stops by itself: wake on either.
     kopf_task = next(t for t in tasks if t.get_name() == "kopf")
     stopper = asyncio.create_task(stop.wait())

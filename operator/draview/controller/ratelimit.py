@@ -4,23 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 
 class TokenBucket:
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.qps = qps
         self.burst = max(1, burst)
         self.tokens = float(self.burst)
-        self.stamp = time.monotonic()
+        self.clock = clock
+        self.sleep = sleep
+        self.stamp = clock()
         self._lock = asyncio.Lock()
 
     async def take(self) -> None:
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self.clock()
                 self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
                 self.stamp = now
-                if self.tokens >= 1:
-                    self.tokens -= 1
+                # The epsilon absorbs float rounding: after sleeping exactly the deficit the
+                # bucket may hold 0.999…, and a clock that cannot advance by the last
+                # 1e-17 would otherwise spin.
+                if self.tokens >= 1 - 1e-9:
+                    self.tokens = max(0.0, self.tokens - 1)
                     return
-                await asyncio.sleep((1 - self.tokens) / self.qps)
+                await self.sleep((1 - self.tokens) / self.qps)

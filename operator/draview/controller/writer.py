@@ -29,15 +29,32 @@ MERGE = "application/merge-patch+json"
 ObjKey = tuple[str, str]  # (plural, name)
 
 
+def _owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The parts of an object outside status that draview decides."""
+    meta = obj.get("metadata") or {}
+    return {
+        "metadata": {
+            "labels": meta.get("labels") or {},
+            "ownerReferences": meta.get("ownerReferences") or [],
+        },
+        "spec": obj.get("spec") or {},
+    }
+
+
 def obj_key(obj: dict[str, Any]) -> ObjKey:
     return (PLURALS[obj["kind"]], obj["metadata"]["name"])
 
 
 class Writer:
-    def __init__(self, api: CustomObjectsApi, bucket: TokenBucket, retries: int = 4) -> None:
+    def __init__(
+        self, api: CustomObjectsApi, bucket: TokenBucket, retries: int = 4, concurrency: int = 16
+    ) -> None:
         self.api = api
         self.bucket = bucket
         self.retries = retries
+        # Requests in flight at once: one at a time caps throughput at 1/latency however
+        # high --qps is, which made initial convergence of thousands of pools take minutes.
+        self.concurrency = max(1, concurrency)
         # What each of our objects holds on the server, as far as we know.
         self.known: dict[ObjKey, dict[str, Any]] = {}
         self.writes = 0
@@ -116,14 +133,10 @@ class Writer:
             if cur is None:
                 await self._create(plural, obj)
             else:
-                meta_patch = merge_diff(
-                    {"labels": cur["metadata"].get("labels") or {}},
-                    {"labels": obj["metadata"].get("labels") or {}},
-                )
-                if cur["spec"] != obj["spec"] or meta_patch:
-                    body: dict[str, Any] = {"spec": obj["spec"]}
-                    if meta_patch:
-                        body["metadata"] = meta_patch
+                # Labels and owner (a slice re-created under its name has a new uid), and
+                # the spec as a merge diff so that a field that went away becomes null.
+                main = merge_diff(_owned_fields(cur), _owned_fields(obj))
+                if main:
                     await self._call(
                         "patch",
                         plural,
@@ -132,11 +145,11 @@ class Writer:
                         VERSION,
                         plural,
                         name,
-                        body,
+                        main,
                         _content_type=MERGE,
                     )
                 patch = merge_diff(cur["status"], obj["status"])
-                if not patch and cur["spec"] == obj["spec"] and not meta_patch:
+                if not patch and not main:
                     return False
                 if patch:
                     await self._call(
@@ -193,18 +206,28 @@ class Writer:
         removed: Iterable[ObjKey],
         started: float | None = None,
     ) -> list[ObjKey]:
-        """Write `desired`, delete `removed`; returns the keys that failed."""
+        """Write `desired`, delete `removed`; returns the keys that failed.
+
+        Several objects are written at once (each object's own requests stay in order);
+        the token bucket still bounds the rate."""
         failed: list[ObjKey] = []
-        for obj in desired:
-            try:
-                await self.put(obj)
-            except (TimeoutError, ApiException, OSError, aiohttp.ClientError):
-                failed.append(obj_key(obj))
-        for key in removed:
-            try:
-                await self.delete(key)
-            except (TimeoutError, ApiException, OSError, aiohttp.ClientError):
-                failed.append(key)
+        errors = (TimeoutError, ApiException, OSError, aiohttp.ClientError)
+        # Coroutines are created by the workers, so at most `concurrency` exist at once.
+        jobs: list[tuple[ObjKey, Any, Any]] = [(obj_key(o), self.put, o) for o in desired]
+        jobs += [(key, self.delete, key) for key in removed]
+        queue: asyncio.Queue[tuple[ObjKey, Any, Any]] = asyncio.Queue()
+        for job in jobs:
+            queue.put_nowait(job)
+
+        async def worker() -> None:
+            while not queue.empty():
+                key, fn, arg = queue.get_nowait()
+                try:
+                    await fn(arg)
+                except errors:
+                    failed.append(key)
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(jobs)))))
         if started is not None:
             metrics.UPDATE_DURATION.observe(time.monotonic() - started)
         return failed

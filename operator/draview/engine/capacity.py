@@ -6,16 +6,7 @@ from collections.abc import Sequence
 
 from draview.api.slices import Capacity, Device
 from draview.engine.model import AllocRef
-from draview.quantity import Quantity, QuantityError, parse_quantity
-
-
-def _q(text: str | None) -> Quantity | None:
-    if text is None:
-        return None
-    try:
-        return parse_quantity(text)
-    except QuantityError:
-        return None  # already reported as InvalidQuantity by validation
+from draview.quantity import Quantity, try_parse_quantity
 
 
 def smallest_request(cap: Capacity) -> Quantity | None:
@@ -25,13 +16,13 @@ def smallest_request(cap: Capacity) -> Quantity | None:
     least the range minimum, the smallest valid value, or else anything above zero.
     """
     if cap.valid_min is not None:
-        return _q(cap.valid_min)
+        return try_parse_quantity(cap.valid_min)
     if cap.valid_values:
-        values = [q for q in (_q(v) for v in cap.valid_values) if q is not None]
+        values = [q for q in (try_parse_quantity(v) for v in cap.valid_values) if q is not None]
         return min(values) if values else None
     if cap.request_default is not None or cap.valid_max is not None:
         return None
-    return _q(cap.value)
+    return try_parse_quantity(cap.value)
 
 
 def shared_capacity(
@@ -45,7 +36,7 @@ def shared_capacity(
     available: dict[str, Quantity] = {}
     exhausted = False
     for name, cap in dev.capacity.items():
-        q = _q(cap.value)
+        q = try_parse_quantity(cap.value)
         if q is None:
             continue
         total[name] = q
@@ -55,7 +46,7 @@ def shared_capacity(
                 continue
             for cname, text in ref.consumed:
                 if cname == name:
-                    used = _q(text)
+                    used = try_parse_quantity(text)
                     if used is not None:
                         left = left - used
         available[name] = left

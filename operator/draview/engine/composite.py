@@ -10,17 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from draview.api.slices import Device
-from draview.quantity import Quantity, QuantityError, parse_quantity
+from draview.quantity import Quantity, try_parse_quantity
 
 
 def _caps(dev: Device) -> dict[str, Quantity]:
-    out: dict[str, Quantity] = {}
-    for name, cap in dev.capacity.items():
-        try:
-            out[name] = parse_quantity(cap.value)
-        except QuantityError:
-            continue
-    return out
+    parsed = {name: try_parse_quantity(cap.value) for name, cap in dev.capacity.items()}
+    return {name: q for name, q in parsed.items() if q is not None}
 
 
 class CompositeGraph:

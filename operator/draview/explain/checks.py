@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from draview.api.claims import Toleration
 from draview.api.slices import Capacity, Device, Taint
 from draview.engine.taints import BLOCKING_EFFECTS
-from draview.quantity import Quantity, QuantityError, parse_quantity
+from draview.quantity import Quantity, try_parse_quantity
 
 
 def tolerates(tol: Toleration, taint: Taint) -> bool:
@@ -31,15 +31,6 @@ def taint_text(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
-def _q(text: str | None) -> Quantity | None:
-    if text is None:
-        return None
-    try:
-        return parse_quantity(text)
-    except QuantityError:
-        return None
-
-
 def _local(name: str, driver: str) -> str:
     domain, _, ident = name.rpartition("/")
     return ident if domain == driver else name
@@ -48,9 +39,11 @@ def _local(name: str, driver: str) -> str:
 def effective_request(cap: Capacity, want: Quantity) -> Quantity | None:
     """What an allocation takes for a request under the capacity's requestPolicy, or None
     when no valid amount covers the request."""
-    valid_min, valid_max = _q(cap.valid_min), _q(cap.valid_max)
+    valid_min, valid_max = try_parse_quantity(cap.valid_min), try_parse_quantity(cap.valid_max)
     if cap.valid_values:
-        values = sorted(q for q in (_q(v) for v in cap.valid_values) if q is not None)
+        values = sorted(
+            q for q in (try_parse_quantity(v) for v in cap.valid_values) if q is not None
+        )
         return next((v for v in values if v >= want), None)
     amount = want
     if valid_min is not None and amount < valid_min:
@@ -72,13 +65,13 @@ def capacity_problem(
     must simply have at least the requested amount)."""
     caps = {_local(k, driver): v for k, v in dev.capacity.items()}
     for name, text in sorted(requests.items()):
-        want = _q(text)
+        want = try_parse_quantity(text)
         cap = caps.get(_local(name, driver))
         if want is None:
             return f"capacity request {name}={text} is not a quantity"
         if cap is None:
             return f"has no capacity {name}"
-        total = _q(cap.value)
+        total = try_parse_quantity(cap.value)
         if total is None:
             return f"capacity {name} is not a quantity"
         if available is None or not dev.allow_multiple_allocations:
@@ -88,7 +81,7 @@ def capacity_problem(
         amount = effective_request(cap, want)
         if amount is None:
             return f"capacity {name}: requestPolicy allows no amount covering {want}"
-        left = _q(available.get(_local(name, driver), cap.value)) or total
+        left = try_parse_quantity(available.get(_local(name, driver), cap.value)) or total
         if amount > left:
             return f"capacity {name}: {left} left of {total}, request takes {amount}"
     return None
