@@ -203,3 +203,23 @@ def test_composite_source_and_sinks() -> None:
 def test_rule_order_incomplete_beats_taint() -> None:
     r = pool(rslice("s", [device("a", taints=[{"key": "k", "effect": "NoSchedule"}])], count=3))
     assert states(r)["a"] == ("Unavailable", "PoolIncomplete")
+
+
+def test_prepared_pool_is_reused_only_for_the_same_slices() -> None:
+    from draview.api.slices import ResourceSlice
+    from draview.engine.model import AllocRef
+    from draview.engine.pool import compute_pool
+
+    s = ResourceSlice.from_object(rslice("s", [device("gpu-0"), device("gpu-1")]))
+    key = s.pool_key
+    first = compute_pool(key, [s])
+    assert first.prepared is not None and first.prepared.serves([s])
+    ref = AllocRef("gpu-0", "default", "c", "uid-c", "gpu")
+    again = compute_pool(key, [s], [ref], prepared=first.prepared)
+    assert again.prepared is first.prepared
+    assert again.status == compute_pool(key, [s], [ref]).status
+    changed = ResourceSlice.from_object(rslice("s", [device("gpu-0")]))
+    assert not first.prepared.serves([changed])
+    third = compute_pool(key, [changed], [ref], prepared=first.prepared)
+    assert third.prepared is not first.prepared
+    assert third.status["summary"]["totalDevices"] == 1

@@ -193,6 +193,7 @@ class Controller:
                 self.settings.engine,
                 previous=self._previous(key),
                 now=now,
+                prepared=before.prepared if (before := self.results.get(key)) else None,
             )
             self.results[key] = result
             objs = result_objects(result)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -161,6 +162,10 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
 
     await _until_done("initial list", relist)
     listed = True
+    # The store now holds the bulk of what this process will ever allocate, all of it
+    # long-lived and acyclic: keep the cyclic collector from re-walking it forever.
+    gc.collect()
+    gc.freeze()
 
     async def become_leader() -> None:
         ctl.leader = True

@@ -53,6 +53,7 @@ class PoolResult:
     errors: ValidationErrors
     # current-generation device counts by state, for metrics
     states: dict[str, int] = field(default_factory=dict)
+    prepared: PreparedPool | None = None
 
 
 def _allocation(ref: AllocRef) -> Allocation:
@@ -122,10 +123,14 @@ class _PoolComputation:
             [d for fs in current for d in fs.devices if d.composite], self.in_use
         )
 
+        # What is left of every counter, computed once rather than once per device.
+        self.left = {
+            ckey: total - self.consumed[ckey] if ckey in self.consumed else total
+            for ckey, total in parsed.counter_totals.items()
+        }
+
     def remaining(self, ckey: CounterKey) -> Quantity:
-        total = self.parsed.counter_totals[ckey]
-        used = self.consumed.get(ckey)
-        return total if used is None else total - used
+        return self.left[ckey]
 
     def state(
         self, dev: Device, stale: bool, shared: tuple[bool, bool]
@@ -143,7 +148,9 @@ class _PoolComputation:
             return "Unavailable", "PoolInvalid"
         if not self.ps.complete:
             return "Unavailable", "PoolIncomplete"
-        if is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules)):
+        if (dev.taints or self.rules) and is_blocked(
+            effective_taints(self.key[0], self.key[1], dev, self.rules)
+        ):
             return "Unavailable", "Tainted"
         for ckey, need in self.parsed.consumption.get(dev.name, ()):
             if self.remaining(ckey) < need:
@@ -206,6 +213,39 @@ def _check_allocations(
             )
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedPool:
+    """What depends only on a pool's slices. A claim change never touches a slice, so the
+    operator keeps this per pool and recomputes only states and counts."""
+
+    slices: tuple[ResourceSlice, ...]  # held so that their ids stay unique
+    ids: frozenset[int]
+    ps: PoolSlices
+    current: list[FlatSlice]
+    stale: list[FlatSlice]
+    parsed: ParsedPool
+    slice_errors: tuple[str, ...]
+
+    def serves(self, slices: Sequence[ResourceSlice]) -> bool:
+        # Slices are immutable models, replaced on every update: identity is enough.
+        return len(slices) == len(self.ids) and {id(s) for s in slices} == self.ids
+
+
+def prepare_pool(key: PoolKey, slices: Sequence[ResourceSlice]) -> PreparedPool:
+    ps = gather_pool(key, slices)
+    current = [flatten_slice(s) for s in ps.current]
+    stale = [flatten_slice(s) for s in ps.stale]
+    parsed = parse_pool(current)
+    other = [e for fs in (*current, *stale) for e in fs.errors]
+    if len(ps.counts) > 1:
+        other.append(
+            f"InconsistentSliceCount: slices at generation {ps.generation} disagree on "
+            f"resourceSliceCount ({', '.join(map(str, ps.counts))})"
+        )
+    held = tuple(slices)
+    return PreparedPool(held, frozenset(map(id, held)), ps, current, stale, parsed, tuple(other))
+
+
 def compute_pool(
     key: PoolKey,
     slices: Sequence[ResourceSlice],
@@ -215,21 +255,15 @@ def compute_pool(
     options: EngineOptions | None = None,
     previous: Mapping[str, Condition] | None = None,
     now: str | None = None,
+    prepared: PreparedPool | None = None,
 ) -> PoolResult:
-    """Everything draview reports about one pool. `previous` keeps condition times."""
+    """Everything draview reports about one pool. `previous` keeps condition times;
+    `prepared` (from an earlier result of the same slices) skips the slice-only work."""
     opts = options or EngineOptions()
-    ps = gather_pool(key, slices)
-    current = [flatten_slice(s) for s in ps.current]
-    stale = [flatten_slice(s) for s in ps.stale]
-    parsed = parse_pool(current)
-    errors = ValidationErrors(allocator=list(parsed.errors))
-    for fs in (*current, *stale):
-        errors.other.extend(fs.errors)
-    if len(ps.counts) > 1:
-        errors.other.append(
-            f"InconsistentSliceCount: slices at generation {ps.generation} disagree on "
-            f"resourceSliceCount ({', '.join(map(str, ps.counts))})"
-        )
+    if prepared is None or not prepared.serves(slices):
+        prepared = prepare_pool(key, slices)
+    ps, current, stale, parsed = prepared.ps, prepared.current, prepared.stale, prepared.parsed
+    errors = ValidationErrors(allocator=list(parsed.errors), other=list(prepared.slice_errors))
     errors.other.extend(problems)
 
     by_device: dict[str, list[AllocRef]] = defaultdict(list)
@@ -305,7 +339,7 @@ def compute_pool(
         "PartiallyAllocated": summary["partiallyAllocatedDevices"],
         "Unavailable": summary["unavailableDevices"],
     }
-    return PoolResult(key, ps, pool_body, slice_results, node_name, errors, states)
+    return PoolResult(key, ps, pool_body, slice_results, node_name, errors, states, prepared)
 
 
 def _capacity_overcommit(slices: Sequence[SliceResult], errors: ValidationErrors) -> None:
