@@ -36,6 +36,11 @@ cluster:
 cluster-down:
 	e2e/cluster/down
 
+# Engine benchmark (bench/README.md): ratios against the JSON decode floor, RSS, one pool.
+bench: setup
+	$(PYTHON) bench/engine/generate.py
+	$(PYTHON) bench/engine/run.py
+
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis bench/out
 
