@@ -62,12 +62,27 @@ class CounterSet(_Counters):
     name: str
 
 
-class Device(Model):
-    """A device as the allocator sees it after unwrapping `basic` / `composite`."""
+class _DeviceBody(Model):
+    """Attributes and capacity: what devices and device mixins have in common."""
 
     name: str
     attributes: dict[str, Any] = Field(default_factory=dict)
     capacity: dict[str, Capacity] = Field(default_factory=dict)
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity(cls, v: Any) -> dict[str, Any]:
+        return to_capacity(v)
+
+    @field_validator("attributes", mode="before")
+    @classmethod
+    def _attributes(cls, v: Any) -> dict[str, Any]:
+        return dict(v) if isinstance(v, dict) else {}
+
+
+class Device(_DeviceBody):
+    """A device as the allocator sees it after unwrapping `basic` / `composite`."""
+
     consumes_counters: tuple[CounterConsumption, ...] = Field((), alias="consumesCounters")
     taints: tuple[Taint, ...] = ()
     allow_multiple_allocations: bool = Field(False, alias="allowMultipleAllocations")
@@ -94,16 +109,6 @@ class Device(Model):
                 return merged
         return data
 
-    @field_validator("capacity", mode="before")
-    @classmethod
-    def _capacity(cls, v: Any) -> dict[str, Any]:
-        return to_capacity(v)
-
-    @field_validator("attributes", mode="before")
-    @classmethod
-    def _attributes(cls, v: Any) -> dict[str, Any]:
-        return dict(v) if isinstance(v, dict) else {}
-
     @field_validator("includes", "consumes_capacity_from", mode="before")
     @classmethod
     def _names(cls, v: Any) -> tuple[str, ...]:
@@ -115,27 +120,13 @@ class Device(Model):
         return v or ()
 
 
-class DeviceMixin(Model):
-    name: str
-    attributes: dict[str, Any] = Field(default_factory=dict)
-    capacity: dict[str, Capacity] = Field(default_factory=dict)
-
+class DeviceMixin(_DeviceBody):
     @model_validator(mode="before")
     @classmethod
     def _unwrap(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("composite"), dict):
             return {**data["composite"], "name": data.get("name", "")}
         return data
-
-    @field_validator("capacity", mode="before")
-    @classmethod
-    def _capacity(cls, v: Any) -> dict[str, Any]:
-        return to_capacity(v)
-
-    @field_validator("attributes", mode="before")
-    @classmethod
-    def _attributes(cls, v: Any) -> dict[str, Any]:
-        return dict(v) if isinstance(v, dict) else {}
 
 
 class CountersMixin(Model):

@@ -15,7 +15,7 @@ def _cond(status: dict[str, Any], type_: str) -> str:
     return "Unknown"
 
 
-def _counts(summary: dict[str, Any]) -> list[object]:
+def summary_counts(summary: dict[str, Any]) -> list[object]:
     return [
         summary.get("totalDevices", 0),
         summary.get("allocatedDevices", 0),
@@ -34,7 +34,7 @@ def pools_table(pools: Sequence[dict[str, Any]]) -> str:
                 o["spec"]["driver"],
                 o["spec"]["pool"],
                 o["spec"].get("nodeName", ""),
-                *_counts(st.get("summary", {})),
+                *summary_counts(st.get("summary", {})),
                 _cond(st, "Complete"),
                 _cond(st, "Valid"),
             ]
@@ -64,7 +64,7 @@ def slices_table(slices: Sequence[dict[str, Any]]) -> str:
                 o["spec"]["driver"],
                 o["spec"]["pool"],
                 o["spec"].get("nodeName", ""),
-                *_counts(st.get("summary", {})),
+                *summary_counts(st.get("summary", {})),
             ]
         )
     head = ["SLICE", "DRIVER", "POOL", "NODE", "TOTAL", "ALLOCATED", "AVAILABLE", "UNAVAILABLE"]

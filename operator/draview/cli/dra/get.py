@@ -12,6 +12,7 @@ from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import as_list, dump
 from draview.cli.tables import render_table
+from draview.cli.views import summary_counts
 from draview.engine.nodes import device_reaches, slice_may_reach
 
 KINDS = {
@@ -46,15 +47,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def _cond(status: dict[str, Any], type_: str) -> str:
     conds = status.get("conditions") or status.get("poolStatus", {}).get("conditions", [])
     return next((str(c.get("status")) for c in conds if c.get("type") == type_), "Unknown")
-
-
-def _counts(summary: dict[str, Any]) -> list[object]:
-    return [
-        summary.get("totalDevices", 0),
-        summary.get("allocatedDevices", 0),
-        summary.get("availableDevices", 0),
-        summary.get("unavailableDevices", 0),
-    ]
 
 
 class Filter:
@@ -127,7 +119,7 @@ def pools_rows(
             o["spec"]["driver"],
             o["spec"]["pool"],
             o["spec"].get("nodeName", ""),
-            *_counts(summary),
+            *summary_counts(summary),
             _cond(status, "Complete"),
             _cond(status, "Valid"),
         ]
@@ -158,7 +150,7 @@ def slices_rows(
             o["spec"]["driver"],
             o["spec"]["pool"],
             o["spec"].get("nodeName", ""),
-            *_counts(summary),
+            *summary_counts(summary),
         ]
         if wide:
             row += [summary.get("partiallyAllocatedDevices", 0), status.get("observedGeneration")]
