@@ -7,31 +7,24 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from operator_proc import ROOT, Operator
+from operator_helpers import (
+    DRIVER,
+    allocate,
+    device_states,
+    rslice,
+    slice_status,
+    uniq,
+    wait_states,
+)
+from operator_proc import Operator
 
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
-DRIVER = "test.draview.io"
-
-
-@pytest.fixture(scope="module")
-def crds(kube_cluster: KubeCluster) -> KubeCluster:
-    kube_cluster.check("apply", "-k", str(ROOT / "deploy" / "crds"))
-    kube_cluster.check(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/resourceslicestatuses.draview.io",
-        "crd/resourcepoolstatuses.draview.io",
-    )
-    return kube_cluster
 
 
 @pytest.fixture(scope="module")
@@ -40,109 +33,6 @@ def operator(crds: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
     op.wait_ready()
     yield op
     assert op.stop() == 0, op.logs()
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def rslice(
-    name: str,
-    pool: str,
-    devices: list[dict[str, Any]] | None = None,
-    *,
-    count: int = 1,
-    generation: int = 1,
-    counters: dict[str, dict[str, str]] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "driver": DRIVER,
-        "nodeName": "node-1",
-        "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
-    }
-    if devices is not None:
-        spec["devices"] = devices
-    if counters:
-        spec["sharedCounters"] = [
-            {"name": n, "counters": {c: {"value": v} for c, v in cs.items()}}
-            for n, cs in counters.items()
-        ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def allocate(k: KubeCluster, ns: str, name: str, pool: str, *devices: str) -> None:
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "r",
-                        "exactly": {
-                            "deviceClassName": "test-class",
-                            "allocationMode": "ExactCount",
-                            "count": len(devices),
-                        },
-                    }
-                ]
-            }
-        },
-    }
-    k.create(claim)
-    results = [{"request": "r", "driver": DRIVER, "pool": pool, "device": d} for d in devices]
-    patch = {
-        "status": {
-            "allocation": {
-                "devices": {"results": results},
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
-                            ]
-                        }
-                    ]
-                },
-            }
-        }
-    }
-    k.check(
-        "patch",
-        "resourceclaim",
-        name,
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(patch),
-    )
-
-
-def slice_status(k: KubeCluster, name: str) -> dict[str, Any] | None:
-    r = k.run("get", "resourceslicestatus", name, "-o", "json")
-    return json.loads(r.stdout) if r.returncode == 0 else None
-
-
-def device_states(k: KubeCluster, name: str) -> dict[str, tuple[str, str | None]] | None:
-    obj = slice_status(k, name)
-    if obj is None:
-        return None
-    return {
-        d["name"]: (d["state"], d.get("stateReason"))
-        for d in obj.get("status", {}).get("devices", [])
-    }
-
-
-def wait_states(k: KubeCluster, name: str, want: dict[str, tuple[str, str | None]]) -> None:
-    k.wait_for(f"{name} states {want}", lambda: device_states(k, name) == want or None, timeout=30)
 
 
 def test_slice_status_appears_with_owner(operator: Operator, crds: KubeCluster) -> None:
@@ -333,32 +223,6 @@ def test_restart_with_an_unchanged_world_writes_nothing(
         crds.delete("resourceslice", name)
 
 
-def test_two_replicas_one_writer_and_failover(
-    crds: KubeCluster, kube_namespace: str, tmp_path: Path
-) -> None:
-    lease = uniq("lease")
-    args = ("--leader-elect", "true", "--lease-namespace", kube_namespace, "--lease-name", lease)
-    a = Operator(crds.kubeconfig, (*args, "--identity", "replica-a")).start(tmp_path)
-    a.wait_ready()
-    b = Operator(crds.kubeconfig, (*args, "--identity", "replica-b")).start(tmp_path)
-    pool, name = uniq("pool"), uniq("slice")
-    try:
-        b.wait_ready()
-        assert (a.metric("draview_leader"), b.metric("draview_leader")) == (1, 0)
-        crds.create(rslice(name, pool, [{"name": "gpu-0"}]))
-        wait_states(crds, name, {"gpu-0": ("Available", None)})
-        assert b.metric("draview_api_writes_total") == 0  # the follower never writes
-        assert a.metric("draview_api_writes_total") > 0
-        assert a.stop() == 0  # releases the lease on SIGTERM
-        crds.wait_for("replica-b leads", lambda: b.metric("draview_leader") == 1, timeout=30)
-        crds.create(rslice(f"{name}-2", pool, [{"name": "gpu-1"}], count=1))
-        crds.wait_for("new leader writes", lambda: slice_status(crds, f"{name}-2"), timeout=30)
-    finally:
-        a.stop()
-        b.stop()
-        crds.delete("resourceslice", name, f"{name}-2")
-
-
 def _apiserver_pidfile() -> Path:
     state = os.environ.get(
         "DRAVIEW_CLUSTER_DIR", str(Path.home() / ".cache" / "draview-cluster" / "run")
@@ -440,69 +304,3 @@ def test_a_broken_pool_never_stops_the_others(operator: Operator, crds: KubeClus
         assert {e.split(":")[0] for e in errors} == {"CounterSetNotFound", "DuplicateCounterSet"}
     finally:
         crds.delete("resourceslice", f"{bad}-a", f"{bad}-b", f"{bad}-c", f"{good}-a")
-
-
-def test_slice_status_is_garbage_collected_with_its_slice(
-    crds: KubeCluster, tmp_path: Path
-) -> None:
-    """With no operator running, Kubernetes' garbage collector alone removes the status
-    object through its ownerReference."""
-    pool, name = uniq("pool"), uniq("slice")
-    crds.create(rslice(name, pool, [{"name": "gpu-0"}]))
-    op = Operator(crds.kubeconfig, ("--leader-elect", "false")).start(tmp_path)
-    try:
-        op.wait_ready()
-        wait_states(crds, name, {"gpu-0": ("Available", None)})
-    finally:
-        assert op.stop() == 0
-    crds.delete("resourceslice", name)
-    crds.wait_for("garbage collection", lambda: slice_status(crds, name) is None, timeout=60)
-
-
-def test_pending_claim_gets_one_event_saying_why(
-    crds: KubeCluster, kube_namespace: str, tmp_path: Path
-) -> None:
-    cls = uniq("nothing-matches")
-    crds.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": cls},
-            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "no.such.driver"'}}]},
-        }
-    )
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "stuck", "namespace": kube_namespace},
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": cls}}]}},
-    }
-    crds.create(claim)
-    args = ("--leader-elect", "false", "--pending-threshold", "1", "--explain-interval", "1")
-    op = Operator(crds.kubeconfig, args).start(tmp_path)
-    try:
-        op.wait_ready()
-
-        def events() -> list[dict[str, Any]] | None:
-            out = json.loads(
-                crds.check(
-                    "get",
-                    "events",
-                    "-n",
-                    kube_namespace,
-                    "-o",
-                    "json",
-                    "--field-selector=reason=DRAViewUnallocatable",
-                )
-            )["items"]
-            return out or None
-
-        found = crds.wait_for("an Event on the pending claim", events, timeout=60)
-        assert found[0]["involvedObject"]["name"] == "stuck"
-        assert found[0]["type"] == "Warning" and found[0]["message"]
-        time.sleep(3)  # several more explain rounds: the explanation did not change
-        again = events() or []
-        assert len(again) == 1 and again[0].get("count", 1) == found[0].get("count", 1)
-    finally:
-        assert op.stop() == 0, op.logs()
-        crds.delete("deviceclass", cls)

@@ -1,0 +1,114 @@
+"""Objects and polling shared by the operator's integration tests."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from kubecluster import KubeCluster
+
+DRIVER = "test.draview.io"
+
+
+def uniq(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def rslice(
+    name: str,
+    pool: str,
+    devices: list[dict[str, Any]] | None = None,
+    *,
+    count: int = 1,
+    generation: int = 1,
+    counters: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": DRIVER,
+        "nodeName": "node-1",
+        "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+    }
+    if devices is not None:
+        spec["devices"] = devices
+    if counters:
+        spec["sharedCounters"] = [
+            {"name": n, "counters": {c: {"value": v} for c, v in cs.items()}}
+            for n, cs in counters.items()
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def allocate(k: KubeCluster, ns: str, name: str, pool: str, *devices: str) -> None:
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "r",
+                        "exactly": {
+                            "deviceClassName": "test-class",
+                            "allocationMode": "ExactCount",
+                            "count": len(devices),
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    k.create(claim)
+    results = [{"request": "r", "driver": DRIVER, "pool": pool, "device": d} for d in devices]
+    patch = {
+        "status": {
+            "allocation": {
+                "devices": {"results": results},
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
+                            ]
+                        }
+                    ]
+                },
+            }
+        }
+    }
+    k.check(
+        "patch",
+        "resourceclaim",
+        name,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
+
+
+def slice_status(k: KubeCluster, name: str) -> dict[str, Any] | None:
+    r = k.run("get", "resourceslicestatus", name, "-o", "json")
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def device_states(k: KubeCluster, name: str) -> dict[str, tuple[str, str | None]] | None:
+    obj = slice_status(k, name)
+    if obj is None:
+        return None
+    return {
+        d["name"]: (d["state"], d.get("stateReason"))
+        for d in obj.get("status", {}).get("devices", [])
+    }
+
+
+def wait_states(k: KubeCluster, name: str, want: dict[str, tuple[str, str | None]]) -> None:
+    k.wait_for(f"{name} states {want}", lambda: device_states(k, name) == want or None, timeout=30)
