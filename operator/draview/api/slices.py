@@ -16,7 +16,6 @@ from draview.api.common import (
     NodeSelector,
     as_str_map,
     names_of,
-    quantity_text,
     to_capacity,
 )
 
@@ -218,5 +217,4 @@ __all__ = [
     "PoolRef",
     "ResourceSlice",
     "Taint",
-    "quantity_text",
 ]

@@ -57,7 +57,6 @@ class Writer:
         self.concurrency = max(1, concurrency)
         # What each of our objects holds on the server, as far as we know.
         self.known: dict[ObjKey, dict[str, Any]] = {}
-        self.writes = 0
 
     async def load(self) -> None:
         """Learn what the server holds (startup, leadership, periodic re-list)."""
@@ -82,7 +81,6 @@ class Writer:
             await self.bucket.take()
             try:
                 out = await fn(*args, **kw)
-                self.writes += 1
                 metrics.WRITES.labels(verb, kind).inc()
                 return out
             except ApiException as exc:
