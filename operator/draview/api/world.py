@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draview.api.claims import ResourceClaim
+from draview.api.fastslice import Interner, slice_from_object
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass, DeviceTaintRule
 
@@ -72,6 +73,7 @@ def is_resource_kind(obj: dict[str, Any], kind: str) -> bool:
 def build_world(objects: Iterable[dict[str, Any]]) -> World:
     """Normalise objects; unrelated kinds are ignored, unreadable ones become problems."""
     world = World()
+    cache = Interner()
     for obj in objects:
         kind = obj.get("kind")
         if kind not in KINDS or not is_resource_kind(obj, str(kind)):
@@ -79,7 +81,7 @@ def build_world(objects: Iterable[dict[str, Any]]) -> World:
         name = str((obj.get("metadata") or {}).get("name", ""))
         try:
             if kind == "ResourceSlice":
-                world.slices.append(ResourceSlice.from_object(obj))
+                world.slices.append(slice_from_object(obj, cache))
             elif kind == "ResourceClaim":
                 world.claims.append(ResourceClaim.from_object(obj))
             elif kind == "DeviceTaintRule":

@@ -1,0 +1,328 @@
+"""A fast reader for ResourceSlices in the shape the API server serves nearly always.
+
+Validating every device through pydantic costs more than decoding the JSON it came
+from, and every device then carries its own copy of values that thousands of devices
+share (a product name, a 40Gi capacity, the counters a MIG placement consumes). This
+reader handles the plain v1/v1beta2 shape by hand and shares equal values through an
+`Interner`; anything else (v1beta1 `basic`, mixins, the composite draft, request
+policies, a value of an unexpected type) returns None and goes through the pydantic
+models, which stay the single source of coercions and error messages. For input it
+accepts, it builds objects equal to what the models build (tests/unit check both ways).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from draview.api.common import Model
+from draview.api.slices import (
+    Capacity,
+    CounterConsumption,
+    CounterSet,
+    Device,
+    Mixins,
+    PoolRef,
+    ResourceSlice,
+)
+
+M = TypeVar("M", bound=Model)
+
+_setattr = object.__setattr__
+# Keys a plain device may carry. bindsToNode and the binding conditions do not change
+# what draview computes; the models ignore them as well.
+_DEVICE_KEYS = frozenset(
+    {
+        "name",
+        "attributes",
+        "capacity",
+        "consumesCounters",
+        "allowMultipleAllocations",
+        "nodeName",
+        "allNodes",
+        "bindsToNode",
+        "bindingConditions",
+        "bindingFailureConditions",
+    }
+)
+_NO_MIXINS = Mixins()
+
+
+def _construct(cls: type[M], values: dict[str, Any]) -> M:
+    """An instance from values already in their validated form (every field given).
+
+    What `model_construct` does, without its per-field alias lookups: this runs once
+    per device. Every instance shares one fields-set (pydantic copies it before any
+    change, and the models are frozen).
+    """
+    m = cls.__new__(cls)
+    _setattr(m, "__dict__", values)
+    _setattr(m, "__pydantic_fields_set__", _FIELDS_SET[cls])
+    _setattr(m, "__pydantic_extra__", None)
+    _setattr(m, "__pydantic_private__", None)
+    return m
+
+
+_FIELDS_SET: dict[type[Model], set[str]] = {
+    cls: set(cls.model_fields)
+    for cls in (Capacity, CounterConsumption, CounterSet, Device, PoolRef, ResourceSlice)
+}
+
+
+class Interner:
+    """Shares equal immutable values between the objects one reader builds.
+
+    The maps it hands out are shared: the engine never mutates what it reads. A
+    long-lived reader (the operator) calls `clear` now and then so that values of
+    deleted devices do not accumulate.
+    """
+
+    __slots__ = ("attributes", "capacities", "counters", "strings")
+
+    def __init__(self) -> None:
+        self.strings: dict[str, str] = {}
+        self.attributes: dict[tuple[str, type, Any], dict[str, Any]] = {}
+        self.counters: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self.capacities: dict[tuple[tuple[str, str], ...], dict[str, Capacity]] = {}
+
+    def clear(self) -> None:
+        self.strings.clear()
+        self.attributes.clear()
+        self.counters.clear()
+        self.capacities.clear()
+
+    def __len__(self) -> int:
+        return len(self.strings) + len(self.attributes) + len(self.counters) + len(self.capacities)
+
+    def string(self, s: str) -> str:
+        return self.strings.setdefault(s, s)
+
+
+def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
+    """{name: {value: q}} as a shared {name: q}; None for any other shape.
+
+    Extra keys beside `value` change nothing (the models read `value` only)."""
+    try:
+        key = tuple([(name, q["value"]) for name, q in raw.items()])
+        found = cache.counters.get(key)
+    except (AttributeError, TypeError, KeyError):
+        return None  # not a map, an entry without value, or an unhashable value
+    if found is None:
+        # Only maps whose every value is text enter the table, so a hit needs no check.
+        if not all(type(q) is str for _, q in key):
+            return None
+        found = cache.counters[key] = dict(key)
+    return found
+
+
+def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
+    """{name: {value: q}} as shared Capacity models; a requestPolicy goes to the models."""
+    try:
+        key = tuple([(name, q["value"]) for name, q in raw.items() if len(q) == 1])
+        found = cache.capacities.get(key)
+    except (AttributeError, TypeError, KeyError):
+        return None
+    if len(key) != len(raw):
+        return None
+    if found is None:
+        if not all(type(q) is str for _, q in key):
+            return None
+        found = cache.capacities[key] = {
+            name: _construct(
+                Capacity,
+                {
+                    "value": value,
+                    "request_default": None,
+                    "valid_min": None,
+                    "valid_max": None,
+                    "valid_values": (),
+                },
+            )
+            for name, value in key
+        }
+    return found
+
+
+def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
+    if type(raw) is not dict:
+        return None
+    out: dict[str, Any] = {}
+    table = cache.attributes
+    strings = cache.strings
+    for name, value in raw.items():
+        if type(value) is dict and len(value) == 1:
+            ((kind, v),) = value.items()
+            key = (kind, type(v), v) if type(v) in (str, int, bool) else None
+            if key is not None:
+                shared = table.get(key)
+                if shared is None:
+                    shared = table[key] = value
+                value = shared
+        out[strings.setdefault(name, name)] = value
+    return out
+
+
+def _consumption(raw: Any, cache: Interner) -> CounterConsumption | None:
+    if type(raw) is not dict or raw.keys() - {"counterSet", "counters"}:
+        return None
+    counter_set = raw.get("counterSet", "")
+    counters = _counter_map(raw.get("counters", {}), cache)
+    if type(counter_set) is not str or counters is None:
+        return None
+    return _construct(
+        CounterConsumption,
+        {"counters": counters, "includes": (), "counter_set": cache.string(counter_set)},
+    )
+
+
+def _device(raw: Any, cache: Interner) -> Device | None:
+    if type(raw) is not dict or raw.keys() - _DEVICE_KEYS:
+        return None
+    name = raw.get("name")
+    if type(name) is not str:
+        return None
+    attributes = _attributes(raw.get("attributes", {}), cache)
+    capacity = _capacity_map(raw.get("capacity", {}), cache)
+    multiple = raw.get("allowMultipleAllocations", False)
+    node_name = raw.get("nodeName")
+    all_nodes = raw.get("allNodes", False)
+    if (
+        attributes is None
+        or capacity is None
+        or type(multiple) is not bool
+        or type(all_nodes) is not bool
+        or not _optional(node_name, str)
+    ):
+        return None
+    consumes: tuple[CounterConsumption, ...] = ()
+    raw_consumes = raw.get("consumesCounters")
+    if raw_consumes:
+        if type(raw_consumes) is not list:
+            return None
+        items = [_consumption(c, cache) for c in raw_consumes]
+        if None in items:
+            return None
+        consumes = tuple(items)  # type: ignore[arg-type]  # no None left
+    return _construct(
+        Device,
+        {
+            "name": cache.string(name),
+            "attributes": attributes,
+            "capacity": capacity,
+            "consumes_counters": consumes,
+            "taints": (),
+            "allow_multiple_allocations": multiple,
+            "node_name": node_name,
+            "node_selector": None,
+            "all_nodes": all_nodes,
+            "includes": (),
+            "consumes_capacity_from": (),
+            "composite": False,
+        },
+    )
+
+
+def _counter_set(raw: Any, cache: Interner) -> CounterSet | None:
+    if type(raw) is not dict or raw.keys() - {"name", "counters"}:
+        return None
+    name = raw.get("name")
+    counters = _counter_map(raw.get("counters", {}), cache)
+    if type(name) is not str or counters is None:
+        return None
+    return _construct(CounterSet, {"counters": counters, "includes": (), "name": name})
+
+
+# Spec fields the fast reader understands; any other key (mixins, deviceMixins, a
+# slice-wide nodeSelector) sends the slice to the models.
+_SPEC_KEYS = frozenset(
+    {
+        "driver",
+        "pool",
+        "nodeName",
+        "allNodes",
+        "perDeviceNodeSelection",
+        "devices",
+        "sharedCounters",
+    }
+)
+
+
+def _optional(value: Any, kind: type) -> bool:
+    return value is None or type(value) is kind
+
+
+def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
+    """The slice, or None when it is not in the plain shape (the caller validates it)."""
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    if type(meta) is not dict or type(spec) is not dict or spec.keys() - _SPEC_KEYS:
+        return None
+    pool = spec.get("pool")
+    driver = spec.get("driver")
+    if type(pool) is not dict or pool.keys() - {"name", "generation", "resourceSliceCount"}:
+        return None
+    pool_name = pool.get("name")
+    pool_generation = pool.get("generation", 0)
+    pool_count = pool.get("resourceSliceCount", 1)
+    node_name = spec.get("nodeName")
+    all_nodes = spec.get("allNodes", False)
+    per_device = spec.get("perDeviceNodeSelection", False)
+    generation = meta.get("generation") or 0
+    if not (
+        type(driver) is str
+        and type(pool_name) is str
+        and type(pool_generation) is int
+        and type(pool_count) is int
+        and _optional(node_name, str)
+        and type(all_nodes) is bool
+        and type(per_device) is bool
+        and type(generation) is int
+    ):
+        return None
+    raw_devices = spec.get("devices") or []
+    raw_sets = spec.get("sharedCounters") or []
+    if type(raw_devices) is not list or type(raw_sets) is not list:
+        return None
+    devices = [_device(d, cache) for d in raw_devices]
+    sets = [_counter_set(c, cache) for c in raw_sets]
+    if None in devices or None in sets:
+        return None
+    name = meta.get("name") or ""
+    uid = meta.get("uid") or ""
+    api_version = obj.get("apiVersion") or "resource.k8s.io/v1"
+    if type(name) is not str or type(uid) is not str or type(api_version) is not str:
+        return None
+    return _construct(
+        ResourceSlice,
+        {
+            "uid": uid,
+            "name": name,
+            "generation": generation,
+            "api_version": cache.string(api_version),
+            "driver": cache.string(driver),
+            "pool": _construct(
+                PoolRef,
+                {
+                    "name": pool_name,
+                    "generation": pool_generation,
+                    "resource_slice_count": pool_count,
+                },
+            ),
+            "node_name": node_name,
+            "node_selector": None,
+            "all_nodes": all_nodes,
+            "per_device_node_selection": per_device,
+            "partition_type_attribute": None,
+            "devices": tuple(devices),
+            "shared_counters": tuple(sets),
+            "mixins": _NO_MIXINS,
+        },
+    )
+
+
+def slice_from_object(obj: dict[str, Any], cache: Interner | None = None) -> ResourceSlice:
+    """A ResourceSlice of any served shape: the fast reader first, the models otherwise.
+
+    Raises what `ResourceSlice.from_object` raises for an unreadable object.
+    """
+    fast = read_slice(obj, cache if cache is not None else Interner())
+    return fast if fast is not None else ResourceSlice.from_object(obj)

@@ -1,0 +1,140 @@
+"""The fast ResourceSlice reader builds exactly what the pydantic models build, or steps aside."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import device, rslice
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from draview.api.fastslice import Interner, read_slice, slice_from_object
+from draview.api.slices import ResourceSlice
+from draview.api.world import iter_objects
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _example_slices() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for obj in iter_objects(docs):
+            if obj.get("kind") == "ResourceSlice":
+                out.append((f"{path.name}:{obj['metadata']['name']}", obj))
+    return out
+
+
+EXAMPLE_SLICES = _example_slices()
+
+
+def _models(obj: dict[str, Any]) -> ResourceSlice | None:
+    try:
+        return ResourceSlice.from_object(obj)
+    except (ValidationError, AttributeError, TypeError):
+        return None
+
+
+@pytest.mark.parametrize("obj", [o for _, o in EXAMPLE_SLICES], ids=[n for n, _ in EXAMPLE_SLICES])
+def test_every_example_slice_reads_the_same_both_ways(obj: dict[str, Any]) -> None:
+    fast = read_slice(copy.deepcopy(obj), Interner())
+    if fast is not None:
+        assert repr(fast) == repr(ResourceSlice.from_object(obj))
+
+
+def test_plain_examples_take_the_fast_path() -> None:
+    # The shapes a driver publishes through the v1 API must not pay for validation.
+    plain = {n: o for n, o in EXAMPLE_SLICES if n.startswith(("gpus.yaml", "mig-a100.yaml"))}
+    assert plain
+    for name, obj in plain.items():
+        assert read_slice(obj, Interner()) is not None, name
+
+
+def test_equal_values_are_shared_between_devices_and_slices() -> None:
+    cache = Interner()
+    devs = [
+        device(f"gpu-{i}", capacity={"memory": "80Gi"}, counters={"cs": {"mem": "1"}}, model="H100")
+        for i in range(3)
+    ]
+    a = slice_from_object(rslice("a", devs), cache)
+    b = slice_from_object(rslice("b", devs, pool="pool-b"), cache)
+    first = a.devices[0]
+    for other in (*a.devices[1:], *b.devices):
+        assert other.capacity is first.capacity
+        assert other.attributes["model"] is first.attributes["model"]
+        assert other.consumes_counters[0].counters is first.consumes_counters[0].counters
+
+
+def test_unusual_shapes_go_to_the_models() -> None:
+    taints = rslice("t", [device("d", taints=[{"key": "k", "effect": "NoSchedule"}])])
+    policy = rslice("p", [device("d", capacity={"bw": {"value": "1G", "requestPolicy": {}}})])
+    beta = rslice("b", [{"name": "d", "basic": {}}], api_version="resource.k8s.io/v1beta1")
+    mixins = rslice("m", [device("d")], mixins={"device": []})
+    for obj in (taints, policy, beta, mixins):
+        assert read_slice(obj, Interner()) is None
+        assert slice_from_object(obj) == ResourceSlice.from_object(obj)
+
+
+# --- any damage to a plain slice: the fast reader either agrees or steps aside ----------
+
+BASE = rslice(
+    "s",
+    [
+        device("gpu-0", counters={"cs": {"mem": "4Gi"}}, capacity={"sm": "132"}, model="A", idx=0),
+        device("gpu-1", shareable=True, model="A", idx=1),
+    ],
+    counter_sets={"cs": {"mem": "8Gi"}},
+)
+ODD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=3),
+    st.just([]),
+    st.just({}),
+    st.just({"value": "1"}),
+    st.just([{"name": "x"}]),
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.extend(_paths(v, (*prefix, k)))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.extend(_paths(v, (*prefix, i)))
+    return out
+
+
+PATHS = [p for p in _paths(BASE) if p]
+
+
+@settings(max_examples=400)
+@given(st.lists(st.tuples(st.sampled_from(PATHS), ODD_VALUES, st.booleans()), max_size=3))
+def test_a_damaged_slice_reads_the_same_or_falls_back(
+    edits: list[tuple[tuple[Any, ...], Any, bool]],
+) -> None:
+    obj = copy.deepcopy(BASE)
+    for path, value, delete in edits:
+        parent: Any = obj
+        try:
+            for step in path[:-1]:
+                parent = parent[step]
+            if delete and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = copy.deepcopy(value)
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier edit removed or replaced the way there
+    fast = read_slice(copy.deepcopy(obj), Interner())
+    if fast is not None:
+        # repr, not ==: 1 == True, but a bool field must not come out as an int.
+        assert repr(fast) == repr(_models(obj))
