@@ -1,0 +1,74 @@
+"""Input reading: a JSON List is streamed item by item and reads exactly like json.loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from draview.api.world import iter_objects
+from draview.cli.inputs import InputError, iter_text, parse_text, read_sources
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5))
+JSONS = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+OBJECTS = st.dictionaries(st.text(max_size=6), JSONS, max_size=4)
+
+
+@given(
+    head=OBJECTS,
+    items=st.lists(OBJECTS, max_size=4),
+    indent=st.sampled_from([None, 0, 2]),
+    items_first=st.booleans(),
+)
+def test_a_streamed_list_reads_like_json_loads(
+    head: dict[str, Any], items: list[dict[str, Any]], indent: int | None, items_first: bool
+) -> None:
+    head = {k: v for k, v in head.items() if k != "items"}
+    doc = {"items": items, **head} if items_first else {**head, "items": items}
+    text = json.dumps(doc, indent=indent)
+    assert list(iter_objects(iter_text(text, "t"))) == list(iter_objects([json.loads(text)]))
+
+
+@given(OBJECTS.filter(lambda d: "items" not in d))
+def test_an_object_without_items_is_one_document(obj: dict[str, Any]) -> None:
+    assert parse_text(json.dumps(obj), "t") == [obj]
+
+
+def test_nested_lists_and_empty_lists() -> None:
+    inner = {"kind": "List", "items": [{"kind": "A"}, {"kind": "B"}]}
+    text = json.dumps(
+        {"kind": "List", "items": [inner, {"kind": "C"}, {"kind": "List", "items": []}]}
+    )
+    assert [o["kind"] for o in iter_objects(iter_text(text, "t"))] == ["A", "B", "C"]
+    assert parse_text('{"items": [], "kind": "List"}', "t") == []
+
+
+def test_yaml_flow_style_still_reads() -> None:
+    assert parse_text("{kind: List, items: [{kind: A}]}", "t") == [
+        {"kind": "List", "items": [{"kind": "A"}]}
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"kind": "List", "items": [{"kind": "A"}, {"kind": }]}',
+        '{"kind": "List", "items": [{"kind": "A"}] "x": 1}',
+        '{"kind": "List", "items": [{"kind": "A"}]} trailing',
+    ],
+)
+def test_a_list_broken_after_its_first_item_is_one_clear_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "dump.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=rf"^{path}: line 1: invalid JSON: "):
+        read_sources([str(path)])
