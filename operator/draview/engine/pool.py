@@ -7,7 +7,7 @@ for every pool; it is pure, so the two always agree.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from draview.api.slices import Device, ResourceSlice
@@ -73,23 +73,29 @@ def _allocation(ref: AllocRef) -> Allocation:
 
 
 def _counter_sets(
-    names: Iterable[str], parsed: ParsedPool, consumed: Mapping[CounterKey, Quantity]
-) -> list[CounterSetStatus]:
-    by_set: dict[str, list[tuple[str, Quantity]]] = defaultdict(list)
-    for (set_name, counter), total in parsed.counter_totals.items():
-        by_set[set_name].append((counter, total))
-    out: list[CounterSetStatus] = []
-    for name in names:
-        counters: dict[str, CounterUsage] = {}
-        for counter, total in sorted(by_set.get(name, ())):
+    parsed: ParsedPool, consumed: Mapping[CounterKey, Quantity]
+) -> dict[str, CounterSetStatus]:
+    """Every counter set of the pool, rendered once per computation."""
+    out: dict[str, CounterSetStatus] = {}
+    for name, counters in parsed.sets.items():
+        rendered: dict[str, CounterUsage] = {}
+        for counter, total, text in counters:
             used = consumed.get((name, counter))
-            counters[counter] = {
-                "total": str(total),
-                "consumed": str(used) if used is not None else "0",
-                "available": str(total - used) if used is not None else str(total),
-            }
-        out.append({"name": name, "counters": counters})
+            if used is None:
+                rendered[counter] = {"total": text, "consumed": "0", "available": text}
+            else:
+                rendered[counter] = {
+                    "total": text,
+                    "consumed": str(used),
+                    "available": str(total - used),
+                }
+        out[name] = {"name": name, "counters": rendered}
     return out
+
+
+def _copy_set(cs: CounterSetStatus) -> CounterSetStatus:
+    # Separate copies: the same object in two places would become a YAML anchor.
+    return {"name": cs["name"], "counters": {k: {**v} for k, v in cs["counters"].items()}}
 
 
 class _PoolComputation:
@@ -128,6 +134,7 @@ class _PoolComputation:
             ckey: total - self.consumed[ckey] if ckey in self.consumed else total
             for ckey, total in parsed.counter_totals.items()
         }
+        self.sets = _counter_sets(parsed, self.consumed)
 
     def remaining(self, ckey: CounterKey) -> Quantity:
         return self.left[ckey]
@@ -152,8 +159,9 @@ class _PoolComputation:
             effective_taints(self.key[0], self.key[1], dev, self.rules)
         ):
             return "Unavailable", "Tainted"
+        left = self.left
         for ckey, need in self.parsed.consumption.get(dev.name, ()):
-            if self.remaining(ckey) < need:
+            if left[ckey].nanos < need.nanos:
                 return "Unavailable", "InsufficientSharedCapacity"
         if dev.composite and self.composite.blocked(dev):
             return "Unavailable", "CapacitySourceInUse"
@@ -162,7 +170,8 @@ class _PoolComputation:
     def device(
         self, dev: Device, stale: bool, acc: SummaryAcc, pool_acc: SummaryAcc | None
     ) -> DeviceStatus:
-        refs = sorted(self.by_device.get(dev.name, ()), key=lambda r: r.sort_key)
+        found = self.by_device.get(dev.name)
+        refs = sorted(found, key=lambda r: r.sort_key) if found else ()
         status: DeviceStatus
         if dev.allow_multiple_allocations:
             total, available, exhausted = shared_capacity(dev, refs)
@@ -288,9 +297,7 @@ def compute_pool(
             "summary": acc.render(),
         }
         if fs.counter_sets and not is_stale:
-            body["counterSets"] = _counter_sets(
-                [c.name for c in fs.counter_sets], parsed, comp.consumed
-            )
+            body["counterSets"] = [_copy_set(comp.sets[c.name]) for c in fs.counter_sets]
         slice_results.append(SliceResult(fs.slice, body))
     _capacity_overcommit(slice_results, errors)
 
@@ -325,9 +332,8 @@ def compute_pool(
     }
     if all_errors:
         pool_body["validationErrors"] = all_errors
-    set_names = sorted(parsed.counter_set_slice)
-    if set_names:
-        pool_body["counterSets"] = _counter_sets(set_names, parsed, comp.consumed)
+    if comp.sets:
+        pool_body["counterSets"] = [comp.sets[name] for name in sorted(comp.sets)]
     parts = _partitions(key, ps, current, slice_results, parsed, comp, opts)
     if parts:
         pool_body["partitions"] = parts

@@ -25,6 +25,9 @@ class ParsedPool:
     consumption: dict[str, list[tuple[CounterKey, Quantity]]] = field(default_factory=dict)
     devices: dict[str, tuple[str, Device]] = field(default_factory=dict)  # name -> (slice, dev)
     errors: list[str] = field(default_factory=list)
+    # Every counter set with its counters sorted by name, totals already rendered: the
+    # status shows them on every recompute, and rendering is most of that work.
+    sets: dict[str, list[tuple[str, Quantity, str]]] = field(default_factory=dict)
 
 
 def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:
@@ -38,7 +41,7 @@ def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:
 def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
     p = ParsedPool()
     errors = p.errors
-    declared: set[CounterKey] = set()
+    declared: dict[str, set[str]] = {}  # counter set -> its counters
     for fs in current:
         for cs in fs.counter_sets:
             if cs.name in p.counter_set_slice:
@@ -48,11 +51,16 @@ def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
                 )
                 continue
             p.counter_set_slice[cs.name] = fs.slice.name
+            declared[cs.name] = set(cs.counters)
             for counter, text in cs.counters.items():
-                declared.add((cs.name, counter))
                 q = parse_q(text, f"counter set {cs.name} counter {counter}", errors)
                 if q is not None:
                     p.counter_totals[(cs.name, counter)] = q
+    # Devices of one pool share their counter and capacity maps (the fast reader
+    # interns them): a map that parsed cleanly once is not walked again in this call.
+    # Keyed by id, which is safe while `current` keeps every map alive.
+    parsed_maps: dict[int, list[tuple[str, Quantity]]] = {}
+    clean_capacities: set[int] = set()
     for fs in current:
         for dev in fs.devices:
             if dev.name in p.devices:
@@ -64,15 +72,20 @@ def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
             p.devices[dev.name] = (fs.slice.name, dev)
             debits: list[tuple[CounterKey, Quantity]] = []
             for cc in dev.consumes_counters:
-                if cc.counter_set not in p.counter_set_slice:
+                known = declared.get(cc.counter_set)
+                if known is None:
                     errors.append(
                         f"CounterSetNotFound: device {dev.name} consumes from counter set "
                         f"{cc.counter_set}, which the pool does not define"
                     )
                     continue
+                quantities = parsed_maps.get(id(cc.counters))
+                if quantities is not None and cc.counters.keys() <= known:
+                    debits.extend(((cc.counter_set, c), q) for c, q in quantities)
+                    continue
+                before, start = len(errors), len(debits)
                 for counter, text in cc.counters.items():
-                    key = (cc.counter_set, counter)
-                    if key not in declared:
+                    if counter not in known:
                         errors.append(
                             f"CounterNotFound: device {dev.name} consumes counter {counter} "
                             f"of counter set {cc.counter_set}, which has no such counter"
@@ -80,12 +93,23 @@ def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
                         continue
                     q = parse_q(text, f"device {dev.name} consumes {counter}", errors)
                     if q is not None:
-                        debits.append((key, q))
+                        debits.append(((cc.counter_set, counter), q))
+                if len(errors) == before:
+                    parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
             p.consumption[dev.name] = debits
+            if id(dev.capacity) in clean_capacities:
+                continue
+            before = len(errors)
             for cap_name, cap in dev.capacity.items():
                 where = f"device {dev.name} capacity {cap_name}"
                 texts = (cap.value, cap.request_default, cap.valid_min, cap.valid_max)
                 for cap_text in (*texts, *cap.valid_values):
                     if cap_text is not None:
                         parse_q(cap_text, where, errors)
+            if len(errors) == before:
+                clean_capacities.add(id(dev.capacity))
+    for set_name in p.counter_set_slice:
+        p.sets[set_name] = []
+    for (set_name, counter), total in sorted(p.counter_totals.items()):
+        p.sets[set_name].append((counter, total, str(total)))
     return p
