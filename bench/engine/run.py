@@ -4,11 +4,11 @@ Measures, each in a fresh subprocess so one measurement never pollutes another's
 or heap:
 
   floor    (a) the decode floor: `json.loads` of the dump, nothing else, and its peak RSS
-  compute  (b) parse_text + build_world(iter_objects(...)) + world_objects(...), by phase,
+  compute  (b) the streamed load (decode + build_world, item by item) + world_objects(...),
            (c) its peak RSS; then, on the World it built (the peak is read before),
            (d) the operator's steady state: indexes built once, one claim changes
            (released, then allocated again) and only the affected pool is recomputed
-  profile  (--profile) cProfile of build_world + world_objects: top functions
+  profile  (--profile) cProfile of the streamed load + world_objects: top functions
 
 Every measurement runs --repeat times; times are the best run, peak RSS the highest.
 By default every measurement is made under both collector settings: the interpreter's
@@ -113,7 +113,7 @@ class _Timed:
 def phase_compute(args: argparse.Namespace) -> dict[str, Any]:
     import draview.engine.world as engine_world
     from draview.api.world import build_world, iter_objects
-    from draview.cli.inputs import parse_text
+    from draview.cli.inputs import iter_text
     from draview.engine.world import world_objects
 
     options = _options(args.partition_attribute)
@@ -130,18 +130,14 @@ def phase_compute(args: argparse.Namespace) -> dict[str, Any]:
     rss_start = _rss_now_mib()
     text, read_s = _read(args.input)
     t0 = time.perf_counter()
-    docs = parse_text(text, args.input)
+    # The pipeline of `draview analyze`: each List item is decoded, normalised and
+    # dropped before the next one is decoded.
+    world = build_world(iter_objects(iter_text(text, args.input)))
     t1 = time.perf_counter()
-    # What a pipeline `build_world(iter_objects(parse_text(...)))` keeps alive: nothing
-    # of the raw text once parsed, nothing of the raw documents once normalised.
+    rss_loaded = _rss_now_mib()
     del text
-    rss_parsed = _rss_now_mib()
-    world = build_world(iter_objects(docs))
-    t2 = time.perf_counter()
-    del docs
-    rss_built = _rss_now_mib()
     objects = world_objects(world, options)
-    t3 = time.perf_counter()
+    t2 = time.perf_counter()
     rss_peak = _rss_mib()
 
     problems = len(world.problems)
@@ -157,14 +153,13 @@ def phase_compute(args: argparse.Namespace) -> dict[str, Any]:
     pool = _pool_changes(world, args, options)
     return {
         "read_s": read_s,
-        "parse_s": t1 - t0,
-        "build_s": t2 - t1,
-        "world_objects_s": t3 - t2,
+        "load_s": t1 - t0,
+        "world_objects_s": t2 - t1,
         "indexes_s": t_world.total - t_pool.total,
         "compute_pool_s": t_pool.total,
         "result_objects_s": t_objs.total,
-        "sort_s": (t3 - t2) - t_world.total - t_objs.total,
-        "total_s": t3 - t0,
+        "sort_s": (t2 - t1) - t_world.total - t_objs.total,
+        "total_s": t2 - t0,
         "pools": t_pool.calls,
         "slices": len(world.slices),
         "devices": sum(len(s.devices) for s in world.slices),
@@ -173,8 +168,7 @@ def phase_compute(args: argparse.Namespace) -> dict[str, Any]:
         "problems": problems,
         "validation_errors": validation_errors,
         "rss_start_mib": rss_start,
-        "rss_parsed_mib": rss_parsed,
-        "rss_built_mib": rss_built,
+        "rss_loaded_mib": rss_loaded,
         "rss_peak_mib": rss_peak,
         "pool": pool,
     }
@@ -284,18 +278,16 @@ def phase_profile(args: argparse.Namespace) -> dict[str, Any]:
     import pstats
 
     from draview.api.world import build_world, iter_objects
-    from draview.cli.inputs import parse_text
+    from draview.cli.inputs import iter_text
     from draview.engine.world import world_objects
 
     options = _options(args.partition_attribute)
     text, _ = _read(args.input)
-    docs = parse_text(text, args.input)
-    del text
     prof = cProfile.Profile()
     start = time.perf_counter()
     prof.enable()
-    world = build_world(iter_objects(docs))
-    del docs
+    world = build_world(iter_objects(iter_text(text, args.input)))
+    del text
     world_objects(world, options)
     prof.disable()
     elapsed = time.perf_counter() - start
@@ -408,7 +400,20 @@ def evaluate(modes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     ratio = m["compute"]["total_s"] / m["floor"]["decode_s"]
     rss = m["compute"]["rss_peak_mib"]
     pool = m["pool"]
+    extra = []
+    if mode != "off" and "off" in modes:
+        # The collector slows json.loads far more than the engine, which pauses it for
+        # bulk work: judge the ratio with the collector off on both sides as well.
+        off = modes["off"]["compute"]["total_s"] / modes["off"]["floor"]["decode_s"]
+        extra.append(
+            {
+                "target": f"full compute <= {TARGET_RATIO:g}x decode floor (gc off on both sides)",
+                "value": round(off, 2),
+                "pass": off <= TARGET_RATIO,
+            }
+        )
     return [
+        *extra,
         {
             "target": f"full compute <= {TARGET_RATIO:g}x decode floor (gc {mode})",
             "value": round(ratio, 2),
@@ -456,8 +461,7 @@ def render(report: dict[str, Any]) -> str:
     row("read file (s, not counted)", lambda m: f"{m['floor']['read_s']:.2f}")
     row("(a) decode floor json.loads (s)", lambda m: f"{m['floor']['decode_s']:.2f}")
     row("(b) full compute (s)", lambda m: f"{m['compute']['total_s']:.2f}")
-    row("    parse_text", lambda m: f"{m['compute']['parse_s']:.2f}")
-    row("    build_world(iter_objects)", lambda m: f"{m['compute']['build_s']:.2f}")
+    row("    decode + build_world, streamed", lambda m: f"{m['compute']['load_s']:.2f}")
     row("    world_objects", lambda m: f"{m['compute']['world_objects_s']:.2f}")
     row("      group_slices+index_allocations", lambda m: f"{m['compute']['indexes_s']:.2f}")
     row("      compute_pool x pools", lambda m: f"{m['compute']['compute_pool_s']:.2f}")
@@ -470,11 +474,9 @@ def render(report: dict[str, Any]) -> str:
     row("(c) peak RSS decode floor (MiB)", lambda m: f"{m['floor']['rss_peak_mib']:.0f}")
     row("    peak RSS full compute (MiB)", lambda m: f"{m['compute']['rss_peak_mib']:.0f}")
     row("      resident after imports", lambda m: f"{m['compute']['rss_start_mib']:.0f}")
-    row("      ... after parse_text (docs)", lambda m: f"{m['compute']['rss_parsed_mib']:.0f}")
-    row("      ... after build_world (+World)", lambda m: f"{m['compute']['rss_built_mib']:.0f}")
     row(
-        "      World alone (growth in build_world)",
-        lambda m: f"{m['compute']['rss_built_mib'] - m['compute']['rss_parsed_mib']:.0f}",
+        "      ... after the streamed load (text + World)",
+        lambda m: f"{m['compute']['rss_loaded_mib']:.0f}",
     )
     row("(d) indexes once (s)", lambda m: f"{m['pool']['indexes_s']:.2f}")
     row(
@@ -512,7 +514,7 @@ def render(report: dict[str, Any]) -> str:
         p = report["profile"]
         lines += [
             "",
-            f"cProfile of build_world + world_objects (gc off, {p['profiled_s']:.1f}s profiled)",
+            f"cProfile of the streamed load + world_objects (gc off, {p['profiled_s']:.1f}s)",
             "by cumulative time:",
             p["cumulative"],
             "by own time:",
