@@ -9,9 +9,11 @@ from builders import DRIVER, claim, device, result, rslice, taint_rule
 from draview.api.claims import ResourceClaim
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceTaintRule
+from draview.controller.core import INTERNER_MIN, Controller, Settings
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.store import Store
+from draview.controller.writer import Writer
 
 
 def test_merge_diff_is_minimal_and_nulls_removed_keys() -> None:
@@ -62,3 +64,43 @@ def test_token_bucket_paces_after_the_burst() -> None:
     assert slept == []
     asyncio.run(take(15))
     assert len(slept) == 10 and abs(sum(slept) - 10 / 50) < 1e-9
+
+
+def test_store_keeps_models_of_pending_claims_only() -> None:
+    st = Store()
+    st.put_claim("a", ResourceClaim.from_object(claim("a", result("d"))))
+    st.put_claim("p", ResourceClaim.from_object(claim("p")))
+    assert set(st.claims) == {"a", "p"}
+    assert [c.name for c in st.pending_claims()] == ["p"]
+    # Allocated claims still count through their allocations.
+    assert [r.device for r in st.allocations_of((DRIVER, "pool-a"))] == ["d"]
+
+
+def _controller() -> Controller:
+    return Controller(Writer(None, TokenBucket(1, 1)), Settings())  # type: ignore[arg-type]
+
+
+def test_a_relist_prunes_what_it_missed_but_keeps_what_a_watch_added_meanwhile() -> None:
+    ctl = _controller()
+    for name in ("kept", "gone"):
+        ctl.slice_event("ADDED", rslice(name, [device("d")], pool=name))
+    before = ctl.known("slice")
+    listed = ctl.apply_page("slice", [rslice("kept", [device("d")], pool="kept")])
+    # A watch event between two pages: newer than the list, so not in it.
+    ctl.slice_event("ADDED", rslice("new", [device("d")], pool="new"))
+    ctl.prune("slice", before, listed)
+    assert {s.name for s in ctl.store.slices.values()} == {"kept", "new"}
+
+
+def test_the_interner_is_bounded_by_what_live_slices_need() -> None:
+    ctl = _controller()
+    devs = [device(f"d{i}", uuid=f"GPU-{i}") for i in range(4)]
+    ctl.slice_event("ADDED", rslice("s", devs))
+    ctl.listed()
+    assert ctl.interner_limit == INTERNER_MIN
+    ctl.interner_limit = len(ctl.interner)  # as if the live slices had filled it
+    ctl.slice_event("ADDED", rslice("t", [device("x", uuid="GPU-x")], pool="other"))
+    ctl.slice_event("ADDED", rslice("u", [device("y", uuid="GPU-y")], pool="third"))
+    # Cleared once past the limit, then refilled only by what was read since.
+    assert 0 < len(ctl.interner) <= ctl.interner_limit
+    assert {s.name for s in ctl.store.slices.values()} == {"s", "t", "u"}

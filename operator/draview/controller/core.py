@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draview.api.claims import ResourceClaim
-from draview.api.slices import ResourceSlice
+from draview.api.fastslice import Interner, slice_from_object
 from draview.api.status import Condition
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, pool_of, short_error
@@ -41,6 +41,9 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+# Entries the slice interner may hold before it is cleared (see Controller.interner).
+INTERNER_MIN = 200_000
+
 PostEvent = Callable[[ResourceClaim, str], Awaitable[None]]
 
 
@@ -57,6 +60,10 @@ class Controller:
         self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
         self.pool_errors: dict[PoolKey, set[str]] = {}
         self.versions: dict[str, str] = {}  # uid -> resourceVersion seen
+        # Shares equal values between the slices read; cleared when it grows past what
+        # the slices alive can explain, so values of deleted devices do not pile up.
+        self.interner = Interner()
+        self.interner_limit = INTERNER_MIN
         # The latest result per pool: explanations of pending claims read them.
         self.results: dict[PoolKey, PoolResult] = {}
         self.leader = False
@@ -95,8 +102,10 @@ class Controller:
             return
         if self._seen(obj) is None:
             return
+        if len(self.interner) > self.interner_limit:
+            self.interner.clear()
         try:
-            s = ResourceSlice.from_object(obj)
+            s = slice_from_object(obj, self.interner)
         except (ValidationError, AttributeError, TypeError) as exc:
             msg = short_error(exc) if isinstance(exc, ValidationError) else str(exc)
             problem = ObjectProblem("ResourceSlice", str(meta.get("name")), msg, pool_of(obj))
@@ -239,7 +248,7 @@ class Controller:
         if self.post_event is None or not self.leader:
             return
         due = self.explainer.due(
-            self.store.claims.values(),
+            self.store.pending_claims(),
             list(self.results.values()),
             self.store.classes.values(),
             self.store.rules(),
@@ -288,29 +297,46 @@ class Controller:
             self.mark(self.store.pools())
         self.synced = True
 
-    def replace_all(
-        self,
-        slices: list[dict[str, Any]],
-        claims: list[dict[str, Any]],
-        rules: list[dict[str, Any]] | None,
-    ) -> None:
-        """Make the store hold exactly these objects (a re-list heals missed watch events)."""
-        for kind, items, current, handler in (
-            ("slice", slices, set(self.store.uids("slice")), self.slice_event),
-            ("claim", claims, set(self.store.uids("claim")), self.claim_event),
-        ):
-            listed = set()
-            for obj in items:
-                meta = obj.get("metadata") or {}
-                uid = str(meta.get("uid") or meta.get("name"))
-                listed.add(uid)
-                handler("MODIFIED", obj)
-            for uid in current - listed:
-                handler("DELETED", {"metadata": {"uid": uid}})
-            log.debug("re-listed", extra={"kind": kind, "count": len(items)})
-        if rules is not None:
-            listed_rules = {str((r.get("metadata") or {}).get("name")) for r in rules}
-            for obj in rules:
-                self.taint_rule_event("MODIFIED", obj)
-            for name in set(self.store.taint_rules) - listed_rules:
-                self.taint_rule_event("DELETED", {"metadata": {"name": name}})
+    # -- re-list --------------------------------------------------------------------
+    # A re-list heals missed watch events: every listed object is applied (unchanged
+    # versions are skipped), then what the store holds but the list did not name is
+    # deleted. Lists come in pages so that the raw objects never all exist at once.
+    def known(self, kind: str) -> set[str]:
+        """What the store holds of a kind, before a list starts (objects a watch adds
+        while the list runs are newer than the list and must survive the prune)."""
+        if kind == "rule":
+            return set(self.store.taint_rules)
+        return set(self.store.uids(kind))
+
+    def apply_page(self, kind: str, objs: list[dict[str, Any]]) -> set[str]:
+        """Apply one page of a list; returns the keys (uid, or name for rules) it named."""
+        handler = {
+            "slice": self.slice_event,
+            "claim": self.claim_event,
+            "rule": self.taint_rule_event,
+        }[kind]
+        listed = set()
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            if kind == "rule":
+                listed.add(str(meta.get("name")))
+            elif kind == "claim":
+                listed.add(str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"))
+            else:
+                listed.add(str(meta.get("uid") or meta.get("name")))
+            handler("MODIFIED", obj)
+        return listed
+
+    def prune(self, kind: str, before: set[str], listed: set[str]) -> None:
+        for key in before - listed:
+            if kind == "rule":
+                self.taint_rule_event("DELETED", {"metadata": {"name": key}})
+            elif kind == "claim":
+                self.claim_event("DELETED", {"metadata": {"uid": key}})
+            else:
+                self.slice_event("DELETED", {"metadata": {"uid": key}})
+        log.debug("re-listed", extra={"kind": kind, "count": len(listed)})
+
+    def listed(self) -> None:
+        """After a full list: let the interner grow to twice what the live slices need."""
+        self.interner_limit = max(INTERNER_MIN, 2 * len(self.interner))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import kopf
@@ -67,19 +68,26 @@ async def served_version(api: client.ApiClient, plural: str) -> str | None:
     return None
 
 
-async def list_all(api: client.ApiClient, version: str, plural: str) -> list[dict[str, Any]]:
+async def list_pages(
+    api: client.ApiClient, version: str, plural: str, limit: int = 500
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every object of a kind, one page at a time: a caller that digests each page before
+    asking for the next never holds the whole raw list (50k claims are ~0.5 GiB decoded)."""
     custom = client.CustomObjectsApi(api)
-    items: list[dict[str, Any]] = []
     token = None
     while True:
-        kwargs: dict[str, Any] = {"limit": 500}
+        kwargs: dict[str, Any] = {"limit": limit}
         if token:
             kwargs["_continue"] = token
         page = await custom.list_cluster_custom_object(GROUP, version, plural, **kwargs)
-        items.extend(page.get("items", []))
         token = (page.get("metadata") or {}).get("continue")
+        yield page.get("items", [])
         if not token:
-            return items
+            return
+
+
+async def list_all(api: client.ApiClient, version: str, plural: str) -> list[dict[str, Any]]:
+    return [obj async for page in list_pages(api, version, plural) for obj in page]
 
 
 NEEDED = [

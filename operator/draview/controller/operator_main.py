@@ -95,6 +95,12 @@ async def _until_done(what: str, step: Callable[[], Awaitable[None]]) -> None:
 def _kopf_settings(settings: kopf.OperatorSettings) -> None:
     settings.posting.enabled = False  # no Events about our own handlers
     settings.scanning.disabled = True  # resources are resolved once, at start
+    # List in pages, as our own re-list does: kopf replays every object at start, and an
+    # unpaged list of 50k claims is one response of ~0.5 GiB once decoded.
+    settings.watching.chunk_size = 500
+    # kopf keeps a worker per object until it has idled this long; at start every object
+    # gets one at once. Our handlers are cheap, so let workers go almost at once.
+    settings.queueing.idle_timeout = 0.5
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.error_backoffs = [1, 2, 5, 10, 20]
@@ -148,12 +154,19 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     )
 
     async def relist() -> None:
-        slices = await kube.list_all(api, versions["resourceslices"], "resourceslices")
-        claims = await kube.list_all(api, versions["resourceclaims"], "resourceclaims")
-        rules = None
-        if "devicetaintrules" in versions:
-            rules = await kube.list_all(api, versions["devicetaintrules"], "devicetaintrules")
-        ctl.replace_all(slices, claims, rules)
+        for kind, plural in (
+            ("slice", "resourceslices"),
+            ("claim", "resourceclaims"),
+            ("rule", "devicetaintrules"),
+        ):
+            if plural not in versions:
+                continue
+            before = ctl.known(kind)
+            listed: set[str] = set()
+            async for page in kube.list_pages(api, versions[plural], plural):
+                listed |= ctl.apply_page(kind, page)
+            ctl.prune(kind, before, listed)
+        ctl.listed()
         if "deviceclasses" in versions:
             classes = await kube.list_all(api, versions["deviceclasses"], "deviceclasses")
             ctl.store.classes.clear()

@@ -21,7 +21,10 @@ class Store:
     def __init__(self) -> None:
         self.slices: dict[str, ResourceSlice] = {}
         self.pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = defaultdict(dict)
-        self.claims: dict[str, ResourceClaim] = {}
+        # Every claim by uid; the model is kept for pending claims only (explanations read
+        # them). An allocated claim is fully described by its AllocRefs, and at 50k
+        # claims the models would be a sizeable part of the operator's memory.
+        self.claims: dict[str, ResourceClaim | None] = {}
         self.claim_pools: dict[str, dict[PoolKey, list[AllocRef]]] = {}
         self.pool_allocs: dict[PoolKey, dict[str, list[AllocRef]]] = defaultdict(dict)
         self.taint_rules: dict[str, DeviceTaintRule] = {}
@@ -63,7 +66,7 @@ class Store:
     # -- claims ---------------------------------------------------------------------
     def put_claim(self, uid: str, claim: ResourceClaim) -> set[PoolKey]:
         dirty = self.delete_claim(uid)
-        self.claims[uid] = claim
+        self.claims[uid] = None if claim.allocated else claim
         pools = claim_allocations(claim)
         if pools:
             self.claim_pools[uid] = pools
@@ -110,6 +113,9 @@ class Store:
 
     def problems_of(self, key: PoolKey) -> list[str]:
         return sorted(str(p) for p in self.problems.values() if p.pool == key)
+
+    def pending_claims(self) -> list[ResourceClaim]:
+        return [c for c in self.claims.values() if c is not None]
 
     def rules(self) -> list[DeviceTaintRule]:
         return [self.taint_rules[k] for k in sorted(self.taint_rules)]
