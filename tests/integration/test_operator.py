@@ -45,6 +45,19 @@ def test_slice_status_appears_with_owner(operator: Operator, crds: KubeCluster) 
         owner = obj["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"]) == ("ResourceSlice", name)
         assert owner["uid"] == crds.get("resourceslice", name)["metadata"]["uid"]
+        # Every write names draview as its field manager (object and status).
+        with_fields = json.loads(
+            crds.check(
+                "get",
+                "resourceslicestatuses",
+                obj["metadata"]["name"],
+                "-o",
+                "json",
+                "--show-managed-fields",
+            )
+        )
+        managers = {m["manager"] for m in with_fields["metadata"]["managedFields"]}
+        assert managers == {"draview"}, managers
         pools = json.loads(
             crds.check(
                 "get", "resourcepoolstatuses", "-o", "json", f"--field-selector=spec.pool={pool}"
