@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -92,8 +93,28 @@ async def _until_done(what: str, step: Callable[[], Awaitable[None]]) -> None:
         delay = min(delay * 2, 30.0)
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """No diff-base: draview has only `on.event` handlers, which never look at one.
+
+    kopf builds the diff-base essence of every event regardless (a deep copy of the
+    object, then another to strip progress fields): measured at 5,000 slices and
+    50,000 claims, that was two thirds of kopf's time and the largest single CPU cost
+    of the whole operator. With no essence there is nothing to diff, and nothing is
+    ever written back to a watched object."""
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
+        return None
+
+    def fetch(self, *, body: Any) -> Any:
+        return None
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        return None
+
+
 def _kopf_settings(settings: kopf.OperatorSettings) -> None:
     settings.posting.enabled = False  # no Events about our own handlers
+    settings.persistence.diffbase_storage = _NoDiffBase()
     settings.scanning.disabled = True  # resources are resolved once, at start
     # List in pages, as our own re-list does: kopf replays every object at start, and an
     # unpaged list of 50k claims is one response of ~0.5 GiB once decoded.
@@ -173,8 +194,18 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             for obj in classes:
                 ctl.class_event("ADDED", obj)
 
+    started = time.monotonic()
     await _until_done("initial list", relist)
     listed = True
+    log.info(
+        "initial list done",
+        extra={
+            "slices": len(ctl.store.slices),
+            "claims": len(ctl.store.claims),
+            "pools": len(ctl.store.pool_slices),
+            "seconds": round(time.monotonic() - started, 1),
+        },
+    )
     # The store now holds the bulk of what this process will ever allocate, all of it
     # long-lived and acyclic: keep the cyclic collector from re-walking it forever.
     gc.collect()
@@ -182,7 +213,12 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
 
     async def become_leader() -> None:
         ctl.leader = True
+        began = time.monotonic()
         await _until_done("initial status sync", ctl.full_sync)
+        log.info(
+            "status in sync",
+            extra={"pools": len(ctl.results), "seconds": round(time.monotonic() - began, 1)},
+        )
 
     def stop_leading() -> None:
         ctl.step_down()
