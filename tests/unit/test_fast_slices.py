@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from builders import device, rslice
+from damage import ODD_VALUES, Edit, damaged, paths_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -90,50 +91,13 @@ BASE = rslice(
     ],
     counter_sets={"cs": {"mem": "8Gi"}},
 )
-ODD_VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-2, 2),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=3),
-    st.just([]),
-    st.just({}),
-    st.just({"value": "1"}),
-    st.just([{"name": "x"}]),
-)
-
-
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out.extend(_paths(v, (*prefix, k)))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out.extend(_paths(v, (*prefix, i)))
-    return out
-
-
-PATHS = [p for p in _paths(BASE) if p]
+PATHS = [p for p in paths_of(BASE) if p]
 
 
 @settings(max_examples=400)
 @given(st.lists(st.tuples(st.sampled_from(PATHS), ODD_VALUES, st.booleans()), max_size=3))
-def test_a_damaged_slice_reads_the_same_or_falls_back(
-    edits: list[tuple[tuple[Any, ...], Any, bool]],
-) -> None:
-    obj = copy.deepcopy(BASE)
-    for path, value, delete in edits:
-        parent: Any = obj
-        try:
-            for step in path[:-1]:
-                parent = parent[step]
-            if delete and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = copy.deepcopy(value)
-        except (KeyError, IndexError, TypeError):
-            continue  # an earlier edit removed or replaced the way there
+def test_a_damaged_slice_reads_the_same_or_falls_back(edits: list[Edit]) -> None:
+    obj = damaged(BASE, edits)
     fast = read_slice(copy.deepcopy(obj), Interner())
     if fast is not None:
         # repr, not ==: 1 == True, but a bool field must not come out as an int.

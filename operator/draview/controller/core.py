@@ -20,6 +20,7 @@ from draview.controller import metrics
 from draview.controller.events import PendingClaimExplainer
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
+from draview.engine.allocations import allocations_from_object
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
 from draview.engine.pool import PoolResult, compute_pool
@@ -122,20 +123,26 @@ class Controller:
             self.versions.pop(uid, None)
             self.mark(self.store.delete_claim(uid))
         elif self._seen(obj) is not None:
-            try:
-                claim = ResourceClaim.from_object(obj)
-            except (ValidationError, AttributeError, TypeError) as exc:
-                metrics.INVALID_OBJECTS.labels("ResourceClaim").inc()
-                log.warning(
-                    "unreadable ResourceClaim",
-                    extra={
-                        "object": f"{meta.get('namespace')}/{meta.get('name')}",
-                        "error": str(exc),
-                    },
-                )
-                return
-            self.mark(self.store.put_claim(uid, claim))
+            # An allocated claim is kept as its allocations only: read them directly.
+            pools = allocations_from_object(obj)
+            if pools is not None:
+                self.mark(self.store.put_allocations(uid, pools))
+            else:
+                self._read_claim(uid, obj)
         metrics.CLAIMS_TRACKED.set(len(self.store.claim_pools))
+
+    def _read_claim(self, uid: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        try:
+            claim = ResourceClaim.from_object(obj)
+        except (ValidationError, AttributeError, TypeError) as exc:
+            metrics.INVALID_OBJECTS.labels("ResourceClaim").inc()
+            log.warning(
+                "unreadable ResourceClaim",
+                extra={"object": f"{meta.get('namespace')}/{meta.get('name')}", "error": str(exc)},
+            )
+            return
+        self.mark(self.store.put_claim(uid, claim))
 
     def step_down(self) -> None:
         """Lost the lease: stop writing and stop exporting pool series (the new leader

@@ -65,9 +65,16 @@ class Store:
 
     # -- claims ---------------------------------------------------------------------
     def put_claim(self, uid: str, claim: ResourceClaim) -> set[PoolKey]:
+        return self.put_allocations(
+            uid, claim_allocations(claim), None if claim.allocated else claim
+        )
+
+    def put_allocations(
+        self, uid: str, pools: dict[PoolKey, list[AllocRef]], pending: ResourceClaim | None = None
+    ) -> set[PoolKey]:
+        """A claim by its allocations (and its model while it is pending)."""
         dirty = self.delete_claim(uid)
-        self.claims[uid] = None if claim.allocated else claim
-        pools = claim_allocations(claim)
+        self.claims[uid] = pending
         if pools:
             self.claim_pools[uid] = pools
             for key, refs in pools.items():
