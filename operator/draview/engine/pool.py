@@ -73,13 +73,15 @@ def _allocation(ref: AllocRef) -> Allocation:
 
 
 def _counter_sets(
-    parsed: ParsedPool, consumed: Mapping[CounterKey, Quantity]
+    parsed: ParsedPool,
+    consumed: Mapping[CounterKey, Quantity],
+    left: Mapping[CounterKey, Quantity],
 ) -> dict[str, CounterSetStatus]:
     """Every counter set of the pool, rendered once per computation."""
     out: dict[str, CounterSetStatus] = {}
     for name, counters in parsed.sets.items():
         rendered: dict[str, CounterUsage] = {}
-        for counter, total, text in counters:
+        for counter, _, text in counters:
             used = consumed.get((name, counter))
             if used is None:
                 rendered[counter] = {"total": text, "consumed": "0", "available": text}
@@ -87,7 +89,7 @@ def _counter_sets(
                 rendered[counter] = {
                     "total": text,
                     "consumed": str(used),
-                    "available": str(total - used),
+                    "available": str(left[(name, counter)]),
                 }
         out[name] = {"name": name, "counters": rendered}
     return out
@@ -134,7 +136,8 @@ class _PoolComputation:
             ckey: total - self.consumed[ckey] if ckey in self.consumed else total
             for ckey, total in parsed.counter_totals.items()
         }
-        self.sets = _counter_sets(parsed, self.consumed)
+        self.sets = _counter_sets(parsed, self.consumed, self.left)
+        self.complete = ps.complete  # read once per pool, not once per device
 
     def remaining(self, ckey: CounterKey) -> Quantity:
         return self.left[ckey]
@@ -153,7 +156,7 @@ class _PoolComputation:
             return "Allocated", None
         if self.invalid:
             return "Unavailable", "PoolInvalid"
-        if not self.ps.complete:
+        if not self.complete:
             return "Unavailable", "PoolIncomplete"
         if (dev.taints or self.rules) and is_blocked(
             effective_taints(self.key[0], self.key[1], dev, self.rules)
