@@ -1,4 +1,5 @@
-"""Input reading: a JSON List is streamed item by item and reads exactly like json.loads."""
+"""Input and output of the CLI: a JSON List is streamed item by item and reads exactly like
+json.loads; output written piece by piece is the same bytes as the one-string dump."""
 
 from __future__ import annotations
 
@@ -72,3 +73,15 @@ def test_a_list_broken_after_its_first_item_is_one_clear_error(tmp_path: Path, t
     path.write_text(text)
     with pytest.raises(InputError, match=rf"^{path}: line 1: invalid JSON: "):
         read_sources([str(path)])
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_written_output_is_the_same_bytes_as_dumped(fmt: str) -> None:
+    import io
+
+    from draview.cli.output import as_list, dump, write
+
+    items = [{"kind": "K", "n": i, "s": "é", "l": [{"a": None}] * 3} for i in range(5000)]
+    out = io.StringIO()
+    write(as_list(items), fmt, out)
+    assert out.getvalue() == dump(as_list(items), fmt)

@@ -8,7 +8,7 @@ import sys
 
 from draview.api.world import build_world
 from draview.cli.inputs import InputError, iter_sources
-from draview.cli.output import as_list, dump
+from draview.cli.output import as_list, write
 from draview.cli.views import (
     counters_table,
     devices_table,
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     )
     items = world_objects(world, options)
     if args.output in ("yaml", "json"):
-        sys.stdout.write(dump(as_list(items), args.output))
+        write(as_list(items), args.output, sys.stdout)
         return 0
     pools = [o for o in items if o["kind"] == "ResourcePoolStatus"]
     slices = [o for o in items if o["kind"] == "ResourceSliceStatus"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -15,14 +15,33 @@ def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 
+_YAML: dict[str, Any] = {
+    "Dumper": _Dumper,
+    "sort_keys": False,
+    "allow_unicode": True,
+    "default_flow_style": False,
+    "width": 100,
+}
+
+
 def dump(obj: Any, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-    return yaml.dump(
-        obj,
-        Dumper=_Dumper,
-        sort_keys=False,
-        allow_unicode=True,
-        default_flow_style=False,
-        width=100,
-    )
+    return str(yaml.dump(obj, **_YAML))
+
+
+def write(obj: Any, fmt: str, stream: TextIO) -> None:
+    """The same bytes as `dump`, written as they are produced. An indented json.dumps
+    joins millions of small pieces into one string; for a 208k-device analysis that was
+    a quarter of the process's peak memory."""
+    if fmt == "json":
+        pieces: list[str] = []
+        for piece in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(obj):
+            pieces.append(piece)
+            if len(pieces) >= 8192:  # one write per few hundred KiB, not per token
+                stream.write("".join(pieces))
+                pieces.clear()
+        pieces.append("\n")
+        stream.write("".join(pieces))
+    else:
+        yaml.dump(obj, stream, **_YAML)
