@@ -81,7 +81,30 @@ def test_written_output_is_the_same_bytes_as_dumped(fmt: str) -> None:
 
     from draview.cli.output import as_list, dump, write
 
-    items = [{"kind": "K", "n": i, "s": "é", "l": [{"a": None}] * 3} for i in range(5000)]
+    items = [
+        {"kind": "K", "n": i, "s": "é " * i, "l": [{"a": None} for _ in range(3)]}
+        for i in range(2000)
+    ]
+    for doc in (as_list(items), as_list([]), items[1]):
+        out = io.StringIO()
+        write(doc, fmt, out)
+        assert out.getvalue() == dump(doc, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_analyze_writes_every_example_exactly_as_one_dump(fmt: str) -> None:
+    import io
+    from pathlib import Path
+
+    from draview.api.world import build_world
+    from draview.cli.inputs import iter_sources
+    from draview.cli.output import as_list, dump, write
+    from draview.engine.model import EngineOptions
+    from draview.engine.world import world_objects
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+    world = build_world(iter_sources([str(p) for p in examples]))
+    doc = as_list(world_objects(world, EngineOptions(partition_attributes=("profile",))))
     out = io.StringIO()
-    write(as_list(items), fmt, out)
-    assert out.getvalue() == dump(as_list(items), fmt)
+    write(doc, fmt, out)
+    assert out.getvalue() == dump(doc, fmt)

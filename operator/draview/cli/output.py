@@ -43,5 +43,16 @@ def write(obj: Any, fmt: str, stream: TextIO) -> None:
                 pieces.clear()
         pieces.append("\n")
         stream.write("".join(pieces))
+    elif isinstance(obj, dict) and list(obj)[-1:] == ["items"] and obj["items"]:
+        # A List item by item: PyYAML builds a node for every value before it emits
+        # anything (1.8 GiB for the 208k-device analysis). A sequence under a mapping key
+        # is written without indentation, so each item dumped as a one-element sequence
+        # is the very text it has inside the whole List (anchors aside: draview's
+        # objects share no values, tests/unit check the bytes on every example).
+        head = {k: v for k, v in obj.items() if k != "items"}
+        stream.write(yaml.dump(head, **_YAML) if head else "")
+        stream.write("items:\n")
+        for item in obj["items"]:
+            stream.write(yaml.dump([item], **_YAML))
     else:
         yaml.dump(obj, stream, **_YAML)
