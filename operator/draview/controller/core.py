@@ -42,10 +42,25 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+# How each watched kind is keyed in the store: by uid (a name only if there is none;
+# a claim's name needs its namespace), and taint rules by name.
+def _slice_key(meta: dict[str, Any]) -> str:
+    return str(meta.get("uid") or meta.get("name"))
+
+
+def _claim_key(meta: dict[str, Any]) -> str:
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+def _rule_key(meta: dict[str, Any]) -> str:
+    return str(meta.get("name"))
+
+
 # Entries the slice interner may hold before it is cleared (see Controller.interner).
 INTERNER_MIN = 200_000
 
 PostEvent = Callable[[ResourceClaim, str], Awaitable[None]]
+Handler = Callable[[str, dict[str, Any]], None]  # (event type, object)
 
 
 class Controller:
@@ -96,7 +111,7 @@ class Controller:
 
     def slice_event(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or meta.get("name"))
+        uid = _slice_key(meta)
         if kind == "DELETED":
             self.versions.pop(uid, None)
             self.mark(self.store.delete_slice(uid))
@@ -118,7 +133,7 @@ class Controller:
 
     def claim_event(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        uid = _claim_key(meta)
         if kind == "DELETED":
             self.versions.pop(uid, None)
             self.mark(self.store.delete_claim(uid))
@@ -157,7 +172,7 @@ class Controller:
         metrics.STALENESS.set(0)
 
     def taint_rule_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = str((obj.get("metadata") or {}).get("name"))
+        name = _rule_key(obj.get("metadata") or {})
         if kind == "DELETED":
             self.mark(self.store.delete_taint_rule(name))
             return
@@ -315,33 +330,27 @@ class Controller:
             return set(self.store.taint_rules)
         return set(self.store.uids(kind))
 
-    def apply_page(self, kind: str, objs: list[dict[str, Any]]) -> set[str]:
-        """Apply one page of a list; returns the keys (uid, or name for rules) it named."""
-        handler = {
-            "slice": self.slice_event,
-            "claim": self.claim_event,
-            "rule": self.taint_rule_event,
+    def _relisted(self, kind: str) -> tuple[Callable[[dict[str, Any]], str], Handler, str]:
+        """A kind's store key, its event handler, and the metadata field the key is."""
+        return {
+            "slice": (_slice_key, self.slice_event, "uid"),
+            "claim": (_claim_key, self.claim_event, "uid"),
+            "rule": (_rule_key, self.taint_rule_event, "name"),
         }[kind]
+
+    def apply_page(self, kind: str, objs: list[dict[str, Any]]) -> set[str]:
+        """Apply one page of a list; returns the store keys it named."""
+        key_of, handler, _ = self._relisted(kind)
         listed = set()
         for obj in objs:
-            meta = obj.get("metadata") or {}
-            if kind == "rule":
-                listed.add(str(meta.get("name")))
-            elif kind == "claim":
-                listed.add(str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"))
-            else:
-                listed.add(str(meta.get("uid") or meta.get("name")))
+            listed.add(key_of(obj.get("metadata") or {}))
             handler("MODIFIED", obj)
         return listed
 
     def prune(self, kind: str, before: set[str], listed: set[str]) -> None:
+        _, handler, field_name = self._relisted(kind)
         for key in before - listed:
-            if kind == "rule":
-                self.taint_rule_event("DELETED", {"metadata": {"name": key}})
-            elif kind == "claim":
-                self.claim_event("DELETED", {"metadata": {"uid": key}})
-            else:
-                self.slice_event("DELETED", {"metadata": {"uid": key}})
+            handler("DELETED", {"metadata": {field_name: key}})
         log.debug("re-listed", extra={"kind": kind, "count": len(listed)})
 
     def listed(self) -> None:
