@@ -28,8 +28,13 @@ class InputError(Exception):
     """Unreadable input; the message is one line for the user."""
 
 
+def _skip(text: str, pos: int) -> int:
+    """The position after any JSON whitespace at `pos`."""
+    return _space.match(text, pos).end()  # type: ignore[union-attr]  # always matches
+
+
 def _expect(text: str, pos: int, chars: str) -> tuple[str, int]:
-    pos = _space.match(text, pos).end()  # type: ignore[union-attr]  # always matches
+    pos = _skip(text, pos)
     if pos >= len(text) or text[pos] not in chars:
         raise json.JSONDecodeError(f"expected one of {chars!r}", text, pos)
     return text[pos], pos + 1
@@ -41,25 +46,23 @@ def _json_items(text: str) -> Iterator[Any]:
     _, pos = _expect(text, 0, "{")
     head: dict[str, Any] = {}
     listed = False
-    nxt, _ = _expect(text, pos, '}"')
-    if nxt == "}":
-        _, pos = _expect(text, pos, "}")
+    pos = _skip(text, pos)
+    if text.startswith("}", pos):
+        pos += 1
     else:
         while True:
             _, pos = _expect(text, pos, '"')
             key, pos = scanstring(text, pos)
             _, pos = _expect(text, pos, ":")
-            pos = _space.match(text, pos).end()  # type: ignore[union-attr]
+            pos = _skip(text, pos)
             if key == "items" and text.startswith("[", pos):
                 listed = True
-                nxt, _ = _expect(text, pos + 1, ']{["-0123456789tfn')
-                pos += 1
-                if nxt == "]":
-                    _, pos = _expect(text, pos, "]")
+                pos = _skip(text, pos + 1)
+                if text.startswith("]", pos):
+                    pos += 1
                 else:
                     while True:
-                        pos = _space.match(text, pos).end()  # type: ignore[union-attr]
-                        item, pos = _decoder.raw_decode(text, pos)
+                        item, pos = _decoder.raw_decode(text, _skip(text, pos))
                         yield item
                         sep, pos = _expect(text, pos, ",]")
                         if sep == "]":
@@ -69,7 +72,7 @@ def _json_items(text: str) -> Iterator[Any]:
             sep, pos = _expect(text, pos, ",}")
             if sep == "}":
                 break
-    if _space.match(text, pos).end() != len(text):  # type: ignore[union-attr]
+    if _skip(text, pos) != len(text):
         raise json.JSONDecodeError("extra data after the object", text, pos)
     if not listed:
         yield head
