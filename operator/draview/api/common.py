@@ -7,6 +7,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
+def is_optional(value: Any, kind: type) -> bool:
+    """None, or exactly a `kind` (no subclass: for the fast readers a bool is no int)."""
+    return value is None or type(value) is kind
+
+
 def quantity_text(v: Any) -> str:
     """A quantity as written: `1`, `"40Gi"`, `{value: 40Gi}` (v1) or `{quantity: 40Gi}` (draft).
 

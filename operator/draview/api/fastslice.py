@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from draview.api.common import Model
+from draview.api.common import Model, is_optional
 from draview.api.slices import (
     Capacity,
     CounterConsumption,
@@ -190,7 +190,7 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         or capacity is None
         or type(multiple) is not bool
         or type(all_nodes) is not bool
-        or not _optional(node_name, str)
+        or not is_optional(node_name, str)
     ):
         return None
     consumes: tuple[CounterConsumption, ...] = ()
@@ -246,10 +246,6 @@ _SPEC_KEYS = frozenset(
 )
 
 
-def _optional(value: Any, kind: type) -> bool:
-    return value is None or type(value) is kind
-
-
 def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
     """The slice, or None when it is not in the plain shape (the caller validates it)."""
     meta = obj.get("metadata")
@@ -272,7 +268,7 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
         and type(pool_name) is str
         and type(pool_generation) is int
         and type(pool_count) is int
-        and _optional(node_name, str)
+        and is_optional(node_name, str)
         and type(all_nodes) is bool
         and type(per_device) is bool
         and type(generation) is int

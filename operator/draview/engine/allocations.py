@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from draview.api.claims import ResourceClaim
+from draview.api.common import is_optional
 from draview.engine.model import AllocRef, PoolKey
 
 
@@ -55,10 +56,6 @@ _RESULT_KEYS = frozenset(
 )
 
 
-def _optional_text(value: Any) -> bool:
-    return value is None or type(value) is str
-
-
 def allocations_from_object(obj: dict[str, Any]) -> dict[PoolKey, list[AllocRef]] | None:
     """The allocations of an allocated claim straight from its object, or None when the
     claim is not allocated or not in the plain shape (the caller reads it with the models).
@@ -97,8 +94,8 @@ def allocations_from_object(obj: dict[str, Any]) -> dict[PoolKey, list[AllocRef]
             and type(pool) is str
             and type(device) is str
             and type(request) is str
-            and (admin is None or type(admin) is bool)
-            and _optional_text(share)
+            and is_optional(admin, bool)
+            and is_optional(share, str)
             and type(consumed) is dict
             and all(type(q) is str for q in consumed.values())
         ):
