@@ -6,7 +6,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client, config
 
@@ -22,7 +25,34 @@ async def connect(kubeconfig: str | None, context: str | None) -> client.ApiClie
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             await config.load_kube_config()
-    return client.ApiClient()
+    cfg = client.Configuration.get_default_copy()
+    if not cfg.proxy:
+        cfg.proxy = env_proxy(str(cfg.host))
+    api = client.ApiClient(cfg)
+    _no_env_lookups(api)
+    return api
+
+
+def env_proxy(server: str) -> str | None:
+    """The proxy that HTTPS_PROXY/HTTP_PROXY/NO_PROXY choose for the API server, if any.
+
+    Read once at start and given to both HTTP clients explicitly (see _no_env_lookups)."""
+    parts = urlsplit(server)
+    if parts.hostname and proxy_bypass(parts.hostname):
+        return None
+    return getproxies().get(parts.scheme or "https")
+
+
+def _no_env_lookups(api: client.ApiClient) -> None:
+    """kubernetes_asyncio's session trusts the environment, so aiohttp looks up a proxy
+    and a ~/.netrc entry for every request, each in a worker thread: at 20,000 startup
+    writes that was ~7 % of the operator's CPU plus a thread hop per request. The proxy
+    is resolved once instead (connect); nothing here authenticates through netrc."""
+    old = api.rest_client.pool_manager
+    api.rest_client.pool_manager = aiohttp.ClientSession(
+        connector=old.connector, trust_env=False, read_bufsize=2**21
+    )
+    old.detach()  # the new session owns the connector now
 
 
 def kopf_login(api: client.ApiClient) -> kopf.ConnectionInfo:
@@ -39,6 +69,7 @@ def kopf_login(api: client.ApiClient) -> kopf.ConnectionInfo:
         token=token,
         certificate_path=cfg.cert_file,
         private_key_path=cfg.key_file,
+        proxy_url=cfg.proxy or None,  # the same route as our own requests
     )
 
 
