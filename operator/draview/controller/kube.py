@@ -149,9 +149,11 @@ NEEDED = [
     ("create", "events.k8s.io", "events", ""),
     ("create", "draview.io", "resourceslicestatuses", ""),
     ("patch", "draview.io", "resourceslicestatuses", "status"),
+    ("update", "draview.io", "resourceslicestatuses", "status"),
     ("delete", "draview.io", "resourceslicestatuses", ""),
     ("create", "draview.io", "resourcepoolstatuses", ""),
     ("patch", "draview.io", "resourcepoolstatuses", "status"),
+    ("update", "draview.io", "resourcepoolstatuses", "status"),
     ("delete", "draview.io", "resourcepoolstatuses", ""),
 ]
 

@@ -5,6 +5,7 @@ unchanged object (an unchanged world costs zero requests)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -46,10 +47,11 @@ def obj_key(obj: dict[str, Any]) -> ObjKey:
     return (PLURALS[obj["kind"]], obj["metadata"]["name"])
 
 
-async def _send(verb: str, fn: Any, *args: Any, **kw: Any) -> None:
-    """One request, its response left undecoded: the writer never reads it, and at
-    20,000 writes decoding every returned object was measurable CPU. Requests carry
-    draview as their field manager, so managedFields name who wrote what."""
+async def _send(verb: str, fn: Any, *args: Any, want_body: bool = False, **kw: Any) -> bytes:
+    """One request. Its response is read only when the caller needs it (`want_body`) and
+    never decoded here: the writer rarely reads one, and at 20,000 writes decoding every
+    returned object was measurable CPU. Requests carry draview as their field manager, so
+    managedFields name who wrote what."""
     if verb != "delete":  # deletes take no field manager
         kw["field_manager"] = FIELD_MANAGER
     resp = await fn(*args, _preload_content=False, **kw)
@@ -59,8 +61,17 @@ async def _send(verb: str, fn: Any, *args: Any, **kw: Any) -> None:
             exc = ApiException(status=resp.status, reason=resp.reason)
             exc.body = (await resp.read()).decode(errors="replace")
             raise exc
+        return bytes(await resp.read()) if want_body else b""
     finally:
         resp.release()
+
+
+def _resource_version(body: bytes) -> str | None:
+    try:
+        version = json.loads(body)["metadata"]["resourceVersion"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return version if isinstance(version, str) and version else None
 
 
 class Writer:
@@ -75,6 +86,9 @@ class Writer:
         self.concurrency = max(1, concurrency)
         # What each of our objects holds on the server, as far as we know.
         self.known: dict[ObjKey, dict[str, Any]] = {}
+        # Cleared when RBAC forbids updating the status (a chart older than this code):
+        # new objects then get their first status by merge patch, without a failed try.
+        self.replace_status = True
 
     async def load(self) -> None:
         """Learn what the server holds (startup, leadership, periodic re-list)."""
@@ -93,14 +107,14 @@ class Writer:
         cur = self.known.get(key)
         return cur.get("status") if cur else None
 
-    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> None:
+    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
         delay = 0.2
         for attempt in range(self.retries + 1):
             await self.bucket.take()
             try:
-                await _send(verb, fn, *args, **kw)
+                body = await _send(verb, fn, *args, **kw)
                 metrics.WRITES.labels(verb, kind).inc()
-                return
+                return body
             except ApiException as exc:
                 retryable = exc.status in (429, 500, 502, 503, 504) or exc.status == 0
                 if not retryable or attempt == self.retries:
@@ -113,9 +127,11 @@ class Writer:
         raise RuntimeError("unreachable")
 
     async def _create(self, plural: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
         body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        version = None
         try:
-            await self._call(
+            created = await self._call(
                 "create",
                 plural,
                 self.api.create_cluster_custom_object,
@@ -123,11 +139,42 @@ class Writer:
                 VERSION,
                 plural,
                 body,
+                want_body=True,
             )
+            version = _resource_version(created)
         except ApiException as exc:
             if exc.status != 409:  # already there: someone (an earlier us) made it
                 raise
         # The status subresource ignores status on create: a second request sets it.
+        # Replacing the status at the version the create returned costs the API server
+        # less than a merge patch, which it must apply to the stored object first
+        # (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
+        # fallback when the version is unknown or already stale (409), or when an older
+        # RBAC grants patch but not update on the status (403).
+        if version is not None and self.replace_status:
+            try:
+                await self._call(
+                    "update",
+                    plural,
+                    self.api.replace_cluster_custom_object_status,
+                    API_GROUP,
+                    VERSION,
+                    plural,
+                    name,
+                    {
+                        "apiVersion": obj["apiVersion"],
+                        "kind": obj["kind"],
+                        "metadata": {"name": name, "resourceVersion": version},
+                        "status": obj["status"],
+                    },
+                )
+                return
+            except ApiException as exc:
+                if exc.status == 403:
+                    self.replace_status = False
+                    log.warning("may not update status; first status by merge patch instead")
+                elif exc.status != 409:
+                    raise
         await self._call(
             "patch",
             plural,
@@ -135,7 +182,7 @@ class Writer:
             API_GROUP,
             VERSION,
             plural,
-            obj["metadata"]["name"],
+            name,
             {"status": obj["status"]},
             _content_type=MERGE,
         )

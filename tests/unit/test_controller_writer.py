@@ -1,0 +1,131 @@
+"""The writer's requests for a new object: create, then the status replaced at the version
+the create returned; a merge patch when that version is unknown, stale or not allowed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from draview.controller import metrics
+from draview.controller.ratelimit import TokenBucket
+from draview.controller.writer import MERGE, Writer
+
+OBJ: dict[str, Any] = {
+    "apiVersion": "draview.io/v1alpha1",
+    "kind": "ResourcePoolStatus",
+    "metadata": {"name": "gpu-pool-1234", "labels": {"draview.io/driver": "gpu"}},
+    "spec": {"driver": "gpu", "pool": "pool"},
+    "status": {"summary": {"totalDevices": 1}},
+}
+
+
+class _Response:
+    """What kubernetes_asyncio hands back with _preload_content=False (an aiohttp response)."""
+
+    def __init__(self, status: int, body: bytes = b"") -> None:
+        self.status, self.reason, self.body, self.released = status, "Reason", body, False
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        self.released = True
+
+
+class FakeApi:
+    """Records each call as (method, body, kwargs) and answers with the next scripted
+    status per method (201/200 when the script runs out)."""
+
+    def __init__(self, **script: list[int]) -> None:
+        self.script = script
+        self.calls: list[tuple[str, Any, dict[str, Any]]] = []
+        self.responses: list[_Response] = []
+
+    def __getattr__(self, method: str) -> Any:
+        async def call(*args: Any, **kw: Any) -> _Response:
+            self.calls.append((method, args[-1], kw))
+            queue = self.script.get(method, [])
+            status = queue.pop(0) if queue else (201 if method.startswith("create") else 200)
+            body = {"metadata": {"name": OBJ["metadata"]["name"], "resourceVersion": "42"}}
+            resp = _Response(status, json.dumps(body).encode())
+            self.responses.append(resp)
+            return resp
+
+        return call
+
+
+def writes(verb: str) -> float:
+    return metrics.WRITES.labels(verb, "resourcepoolstatuses")._value.get()  # type: ignore[no-any-return]
+
+
+async def put(api: FakeApi) -> None:
+    writer = Writer(api, TokenBucket(1000, 1000), retries=1)  # type: ignore[arg-type]
+    await writer.put(OBJ)
+    known = writer.known[("resourcepoolstatuses", OBJ["metadata"]["name"])]
+    assert known["status"] == OBJ["status"]
+    assert all(r.released for r in api.responses)
+
+
+async def test_a_new_object_is_created_then_its_status_replaced_at_that_version() -> None:
+    before = writes("update")
+    api = FakeApi()
+    await put(api)
+    assert [c[0] for c in api.calls] == [
+        "create_cluster_custom_object",
+        "replace_cluster_custom_object_status",
+    ]
+    created, replaced = api.calls[0][1], api.calls[1][1]
+    assert "status" not in created  # the status subresource would drop it anyway
+    assert replaced == {
+        "apiVersion": OBJ["apiVersion"],
+        "kind": OBJ["kind"],
+        "metadata": {"name": OBJ["metadata"]["name"], "resourceVersion": "42"},
+        "status": OBJ["status"],
+    }
+    assert all(c[2]["field_manager"] == "draview" for c in api.calls)
+    assert writes("update") == before + 1
+
+
+@pytest.mark.parametrize(
+    ("script", "why"),
+    [
+        ({"create_cluster_custom_object": [409]}, "it existed already: no version known"),
+        ({"replace_cluster_custom_object_status": [409]}, "it changed since the create"),
+        ({"replace_cluster_custom_object_status": [403]}, "RBAC allows patch only"),
+    ],
+)
+async def test_the_status_falls_back_to_a_merge_patch(
+    script: dict[str, list[int]], why: str
+) -> None:
+    api = FakeApi(**script)
+    await put(api)
+    last = api.calls[-1]
+    assert last[0] == "patch_cluster_custom_object_status", why
+    assert last[1] == {"status": OBJ["status"]} and last[2]["_content_type"] == MERGE
+
+
+async def test_other_failures_of_the_status_write_are_not_papered_over() -> None:
+    api = FakeApi(replace_cluster_custom_object_status=[422])
+    writer = Writer(api, TokenBucket(1000, 1000), retries=1)  # type: ignore[arg-type]
+    with pytest.raises(ApiException) as caught:
+        await writer.put(OBJ)
+    assert caught.value.status == 422
+    assert not writer.known  # not recorded as written: the next batch tries again
+    assert "patch_cluster_custom_object_status" not in [c[0] for c in api.calls]
+
+
+async def test_a_forbidden_status_update_is_not_tried_again() -> None:
+    api = FakeApi(replace_cluster_custom_object_status=[403])
+    writer = Writer(api, TokenBucket(1000, 1000), retries=1)  # type: ignore[arg-type]
+    await writer.put(OBJ)
+    await writer.put({**OBJ, "metadata": {**OBJ["metadata"], "name": "second"}})
+    assert [c[0] for c in api.calls] == [
+        "create_cluster_custom_object",
+        "replace_cluster_custom_object_status",
+        "patch_cluster_custom_object_status",
+        "create_cluster_custom_object",
+        "patch_cluster_custom_object_status",
+    ]
