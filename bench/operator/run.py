@@ -502,6 +502,44 @@ class Operator:
             return self.proc.wait()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process used so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def control_plane_pids(kubeconfig: str) -> dict[str, int]:
+    """The local control plane's processes: e2e/cluster writes their pid files next to
+    the kubeconfig. Empty for any other cluster."""
+    out: dict[str, int] = {}
+    for f in sorted((Path(kubeconfig).resolve().parent / "pids").glob("*.pid")):
+        with contextlib.suppress(OSError, ValueError):
+            out[f.stem] = int(f.read_text().strip())
+    return out
+
+
+def calibrate() -> float:
+    """Seconds of a fixed CPU-bound workload of the operator's kind (JSON round trips of
+    slice-like documents), the best of three, on the idle machine just before the
+    operator starts. This machine's speed has varied by 1.6x within a day; figures
+    from different runs compare as ratios to this one."""
+    doc = [
+        {"name": f"gpu-{i}", "attributes": {"uuid": {"string": f"GPU-{i:08x}"}, "n": {"int": i}}}
+        for i in range(20_000)
+    ]
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(5):
+            json.loads(json.dumps(doc))
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 3)
+
+
 def metric_sum(m: dict[str, float], name: str) -> float:
     return sum(v for k, v in m.items() if k.split("{")[0] == name)
 
@@ -846,11 +884,26 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         allocs = await actual_allocations(k, w)
         res["allocated_devices"] = len(allocs)
         await delete_status_objects(k)
+        res["calibration_seconds"] = calibrate()
+        pids = control_plane_pids(kubeconfig)
+        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
         async with aiohttp.ClientSession() as session:
-            res["convergence"] = await converge(
+            res["convergence"] = conv = await converge(
                 k, op, session, w, allocs, args.converge_timeout, args.scrape_interval
             )
-            log(f"convergence: {res['convergence']}")
+            # CPU of each process while the operator converged: on a shared machine the
+            # API server's share bounds the operator's write rate.
+            cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            conv["control_plane_cpu_seconds"] = {
+                name: round(after - before, 1)
+                for name, after in cpu.items()
+                if after is not None and (before := cpu0.get(name)) is not None
+            }
+            if conv["convergence_seconds"] is not None:
+                conv["convergence_per_calibration"] = round(
+                    conv["convergence_seconds"] / res["calibration_seconds"], 1
+                )
+            log(f"convergence: {conv}")
             if not args.skip_after:
                 res["steady"] = await steady(op, session, args.settle, args.window)
                 log(f"steady: {res['steady']}")
