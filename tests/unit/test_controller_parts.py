@@ -1,12 +1,10 @@
-"""Pure parts of the controller: merge patches, the store, re-lists, the writer's requests."""
+"""Pure parts of the controller: merge patches, the store, re-lists, the token bucket."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from typing import Any
 
-import pytest
 from builders import DRIVER, claim, device, result, rslice, taint_rule
 from damage import ODD_VALUES, Edit, damaged, paths_of
 from hypothesis import given, settings
@@ -112,46 +110,6 @@ def test_the_interner_is_bounded_by_what_live_slices_need() -> None:
     # Cleared once past the limit, then refilled only by what was read since.
     assert 0 < len(ctl.interner) <= ctl.interner_limit
     assert {s.name for s in ctl.store.slices.values()} == {"s", "t", "u"}
-
-
-class _Response:
-    """What kubernetes_asyncio hands back with _preload_content=False (an aiohttp response)."""
-
-    def __init__(self, status: int, body: bytes = b"") -> None:
-        self.status, self.reason, self.body, self.released = status, "Reason", body, False
-
-    async def read(self) -> bytes:
-        return self.body
-
-    def release(self) -> None:
-        self.released = True
-
-
-def test_send_raises_the_status_of_a_failed_write_and_always_releases() -> None:
-    from kubernetes_asyncio.client.exceptions import ApiException
-
-    from draview.controller.writer import FIELD_MANAGER, _send
-
-    seen: dict[str, object] = {}
-
-    def fake(status: int) -> tuple[Any, _Response]:
-        resp = _Response(status, b'{"reason": "AlreadyExists"}')
-
-        async def call(*_: object, **kw: object) -> _Response:
-            seen.update(kw)
-            return resp
-
-        return call, resp
-
-    call, ok = fake(201)
-    asyncio.run(_send("create", call))
-    assert ok.released and seen["field_manager"] == FIELD_MANAGER
-    call, conflict = fake(409)
-    seen.clear()
-    with pytest.raises(ApiException) as caught:
-        asyncio.run(_send("delete", call))
-    assert caught.value.status == 409 and "AlreadyExists" in str(caught.value.body)
-    assert conflict.released and "field_manager" not in seen
 
 
 CLAIM_BASE = claim(

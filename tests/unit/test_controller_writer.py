@@ -3,6 +3,7 @@ the create returned; a merge patch when that version is unknown, stale or not al
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.controller import metrics
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.writer import MERGE, Writer
+from draview.controller.writer import FIELD_MANAGER, MERGE, Writer, _send
 
 OBJ: dict[str, Any] = {
     "apiVersion": "draview.io/v1alpha1",
@@ -129,3 +130,26 @@ async def test_a_forbidden_status_update_is_not_tried_again() -> None:
         "create_cluster_custom_object",
         "patch_cluster_custom_object_status",
     ]
+
+
+def test_send_raises_the_status_of_a_failed_write_and_always_releases() -> None:
+    seen: dict[str, object] = {}
+
+    def fake(status: int) -> tuple[Any, _Response]:
+        resp = _Response(status, b'{"reason": "AlreadyExists"}')
+
+        async def call(*_: object, **kw: object) -> _Response:
+            seen.update(kw)
+            return resp
+
+        return call, resp
+
+    call, ok = fake(201)
+    asyncio.run(_send("create", call))
+    assert ok.released and seen["field_manager"] == FIELD_MANAGER
+    call, conflict = fake(409)
+    seen.clear()
+    with pytest.raises(ApiException) as caught:
+        asyncio.run(_send("delete", call))
+    assert caught.value.status == 409 and "AlreadyExists" in str(caught.value.body)
+    assert conflict.released and "field_manager" not in seen
