@@ -222,3 +222,4 @@ def check_roles(k: KubeCluster, ns: str, bindings: list[str]) -> None:
             )
             assert can("get", "resourcepoolstatuses.draview.io")
             assert not can("patch", "resourceslicestatuses.draview.io/status")
+            assert not can("update", "resourceslicestatuses.draview.io/status")
