@@ -153,3 +153,40 @@ def test_send_raises_the_status_of_a_failed_write_and_always_releases() -> None:
         asyncio.run(_send("delete", call))
     assert caught.value.status == 409 and "AlreadyExists" in str(caught.value.body)
     assert conflict.released and "field_manager" not in seen
+
+
+class PagedApi:
+    """Serves list calls in pages of one object, as the API server does with `limit`."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.objects = objects
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def list_cluster_custom_object(
+        self, group: str, version: str, plural: str, **kw: Any
+    ) -> dict[str, Any]:
+        assert (group, version) == ("draview.io", "v1alpha1")
+        self.calls.append((plural, kw))
+        i = int(kw.get("_continue") or 0)
+        items = self.objects.get(plural, [])
+        more = {"continue": str(i + 1)} if i + 1 < len(items) else {}
+        return {"metadata": more, "items": items[i : i + 1]}
+
+
+async def test_load_reads_our_objects_in_pages_and_keeps_what_put_compares() -> None:
+    def server_object(name: str) -> dict[str, Any]:
+        meta = {**OBJ["metadata"], "name": name, "managedFields": [{"manager": "draview"}]}
+        return {**OBJ, "metadata": {**meta, "resourceVersion": "7", "uid": "u"}}
+
+    api = PagedApi({"resourcepoolstatuses": [server_object("a"), server_object("b")]})
+    writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
+    await writer.load()
+    assert set(writer.known) == {("resourcepoolstatuses", "a"), ("resourcepoolstatuses", "b")}
+    assert writer.known[("resourcepoolstatuses", "a")] == {
+        "metadata": {"labels": OBJ["metadata"]["labels"]},
+        "spec": OBJ["spec"],
+        "status": OBJ["status"],
+    }
+    pools = [kw for plural, kw in api.calls if plural == "resourcepoolstatuses"]
+    assert [kw.get("_continue") for kw in pools] == [None, "1"]
+    assert all(kw["limit"] == 500 for kw in pools)

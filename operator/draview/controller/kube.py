@@ -101,21 +101,24 @@ async def served_version(api: client.ApiClient, plural: str) -> str | None:
 
 
 async def list_pages(
-    api: client.ApiClient, version: str, plural: str, limit: int = 500
+    custom: client.CustomObjectsApi,
+    version: str,
+    plural: str,
+    limit: int = 500,
+    group: str = GROUP,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Every object of a kind, one page at a time: a caller that digests each page before
     asking for the next never holds the whole raw list (50k claims are ~0.5 GiB decoded).
 
     The next page is requested before the current one is handed out, so the API server
     encodes it while the caller digests this one (the startup list took half as long)."""
-    custom = client.CustomObjectsApi(api)
 
     def fetch(token: str | None) -> asyncio.Task[Any]:
         kwargs: dict[str, Any] = {"limit": limit}
         if token:
             kwargs["_continue"] = token
         return asyncio.ensure_future(
-            custom.list_cluster_custom_object(GROUP, version, plural, **kwargs)
+            custom.list_cluster_custom_object(group, version, plural, **kwargs)
         )
 
     pending = fetch(None)
@@ -133,8 +136,10 @@ async def list_pages(
         pending.cancel()  # a caller that stops early leaves no request behind
 
 
-async def list_all(api: client.ApiClient, version: str, plural: str) -> list[dict[str, Any]]:
-    return [obj async for page in list_pages(api, version, plural) for obj in page]
+async def list_all(
+    custom: client.CustomObjectsApi, version: str, plural: str
+) -> list[dict[str, Any]]:
+    return [obj async for page in list_pages(custom, version, plural) for obj in page]
 
 
 NEEDED = [

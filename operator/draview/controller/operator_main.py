@@ -174,6 +174,8 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         cfg.bind_address, cfg.port, lambda: listed and (ctl.synced or not ctl.leader)
     )
 
+    custom = client.CustomObjectsApi(api)
+
     async def relist() -> None:
         for kind, plural in (
             ("slice", "resourceslices"),
@@ -184,12 +186,12 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
                 continue
             before = ctl.known(kind)
             listed: set[str] = set()
-            async for page in kube.list_pages(api, versions[plural], plural):
+            async for page in kube.list_pages(custom, versions[plural], plural):
                 listed |= ctl.apply_page(kind, page)
             ctl.prune(kind, before, listed)
         ctl.listed()
         if "deviceclasses" in versions:
-            classes = await kube.list_all(api, versions["deviceclasses"], "deviceclasses")
+            classes = await kube.list_all(custom, versions["deviceclasses"], "deviceclasses")
             ctl.store.classes.clear()
             for obj in classes:
                 ctl.class_event("ADDED", obj)

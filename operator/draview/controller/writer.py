@@ -17,6 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.api.status import API_GROUP
 from draview.controller import metrics
+from draview.controller.kube import list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 
@@ -91,16 +92,22 @@ class Writer:
         self.replace_status = True
 
     async def load(self) -> None:
-        """Learn what the server holds (startup, leadership, periodic re-list)."""
+        """Learn what the server holds (startup, leadership, periodic re-list).
+
+        In pages, keeping only what `put` compares: at 5,000 pools an unpaged list is
+        10,000 objects decoded at once, managedFields and all, on every re-list."""
         known: dict[ObjKey, dict[str, Any]] = {}
         for plural in PLURALS.values():
-            listing = await self.api.list_cluster_custom_object(API_GROUP, VERSION, plural)
-            for item in listing.get("items", []):
-                known[(plural, item["metadata"]["name"])] = {
-                    "metadata": item["metadata"],
-                    "spec": item.get("spec", {}),
-                    "status": item.get("status", {}),
-                }
+            async for page in list_pages(self.api, VERSION, plural, group=API_GROUP):
+                for item in page:
+                    meta = item["metadata"]
+                    known[(plural, meta["name"])] = {
+                        "metadata": {
+                            k: meta[k] for k in ("labels", "ownerReferences") if k in meta
+                        },
+                        "spec": item.get("spec", {}),
+                        "status": item.get("status", {}),
+                    }
         self.known = known
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
