@@ -23,6 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
+def can_i(verb: str, resource: str) -> list[str]:
+    """`kubectl auth can-i` arguments for `plural.group` or `plural.group/subresource`:
+    the subresource goes in --subresource, since kubectl reads `plural/status` as the
+    object named status of the main resource."""
+    base, _, sub = resource.partition("/")
+    return ["auth", "can-i", verb, base, *([f"--subresource={sub}"] if sub else [])]
+
+
 class Identity:
     def __init__(self, k: KubeCluster, namespace: str, sa: str, kubeconfig: Path) -> None:
         self.k = k
@@ -33,7 +41,7 @@ class Identity:
         self.as_sa = KubeCluster(kubeconfig=str(kubeconfig), kubectl=k.kubectl)
 
     def can(self, verb: str, resource: str, namespace: str | None = None) -> bool:
-        args = ["auth", "can-i", verb, resource]
+        args = can_i(verb, resource)
         args += ["-n", namespace] if namespace else ["--all-namespaces"]
         out = self.as_sa.run(*args)
         answer = out.stdout.strip()
@@ -94,7 +102,7 @@ def chart_identity(
 def test_chart_grants_exactly_what_the_operator_checks_for(chart_identity: Identity) -> None:
     ident = chart_identity
     for verb, group, resource, sub in NEEDED:
-        name = f"{resource}{'/' + sub if sub else ''}.{group}"
+        name = f"{resource}.{group}{'/' + sub if sub else ''}"
         assert ident.can(verb, name), f"{ident.user} cannot {verb} {name}"
     for verb in ("get", "create", "update"):
         assert ident.can(verb, "leases.coordination.k8s.io", ident.namespace)
@@ -205,7 +213,7 @@ def check_roles(k: KubeCluster, ns: str, bindings: list[str]) -> None:
         bindings.append(binding)
 
         def can(verb: str, resource: str, user: str = user) -> bool:
-            return k.run("auth", "can-i", verb, resource, f"--as={user}").stdout.strip() == "yes"
+            return k.run(*can_i(verb, resource), f"--as={user}").stdout.strip() == "yes"
 
         if role == "view":
             # The clusterrole-aggregation controller fills in view within moments.
