@@ -190,3 +190,21 @@ async def test_load_reads_our_objects_in_pages_and_keeps_what_put_compares() -> 
     pools = [kw for plural, kw in api.calls if plural == "resourcepoolstatuses"]
     assert [kw.get("_continue") for kw in pools] == [None, "1"]
     assert all(kw["limit"] == 500 for kw in pools)
+
+
+async def test_load_keeps_one_copy_of_what_did_not_change() -> None:
+    changed = {**OBJ, "metadata": {**OBJ["metadata"], "name": "changed"}}
+    writer = Writer(FakeApi(), TokenBucket(1000, 1000))  # type: ignore[arg-type]
+    await writer.put(OBJ)
+    await writer.put(changed)
+    ours = dict(writer.known)
+    # The server holds OBJ as written (plus its own metadata); "changed" was edited.
+    on_server = [
+        {**OBJ, "metadata": {**OBJ["metadata"], "uid": "u", "resourceVersion": "9"}},
+        {**changed, "status": {"summary": {"totalDevices": 0}}},
+    ]
+    writer.api = PagedApi({"resourcepoolstatuses": on_server})  # type: ignore[assignment]
+    await writer.load()
+    same, edited = ("resourcepoolstatuses", "gpu-pool-1234"), ("resourcepoolstatuses", "changed")
+    assert writer.known[same] is ours[same]
+    assert writer.known[edited]["status"] == {"summary": {"totalDevices": 0}}

@@ -44,6 +44,16 @@ def _owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _known(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the writer remembers of an object: what `put` compares, nothing more."""
+    meta = obj.get("metadata") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("labels", "ownerReferences") if k in meta},
+        "spec": obj.get("spec") or {},
+        "status": obj.get("status") or {},
+    }
+
+
 def obj_key(obj: dict[str, Any]) -> ObjKey:
     return (PLURALS[obj["kind"]], obj["metadata"]["name"])
 
@@ -95,19 +105,17 @@ class Writer:
         """Learn what the server holds (startup, leadership, periodic re-list).
 
         In pages, keeping only what `put` compares: at 5,000 pools an unpaged list is
-        10,000 objects decoded at once, managedFields and all, on every re-list."""
+        10,000 objects decoded at once, managedFields and all, on every re-list. An
+        object that holds what we knew keeps our copy, so that a re-list of an unchanged
+        world does not build a second copy of every status."""
         known: dict[ObjKey, dict[str, Any]] = {}
         for plural in PLURALS.values():
             async for page in list_pages(self.api, VERSION, plural, group=API_GROUP):
                 for item in page:
-                    meta = item["metadata"]
-                    known[(plural, meta["name"])] = {
-                        "metadata": {
-                            k: meta[k] for k in ("labels", "ownerReferences") if k in meta
-                        },
-                        "spec": item.get("spec", {}),
-                        "status": item.get("status", {}),
-                    }
+                    key = (plural, item["metadata"]["name"])
+                    entry = _known(item)
+                    before = self.known.get(key)
+                    known[key] = before if before == entry else entry
         self.known = known
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
@@ -243,11 +251,7 @@ class Writer:
                 extra={"object": f"{plural}/{name}", "code": exc.status, "reason": exc.reason},
             )
             raise
-        self.known[key] = {
-            "metadata": obj["metadata"],
-            "spec": obj["spec"],
-            "status": obj["status"],
-        }
+        self.known[key] = _known(obj)
         return True
 
     async def delete(self, key: ObjKey) -> None:
