@@ -450,12 +450,8 @@ class Operator:
     def cpu(self) -> float | None:
         """User + system CPU seconds the operator used so far."""
         assert self.proc is not None
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+        seconds = cpu_seconds(self.proc.pid)
+        return None if seconds is None else round(seconds, 2)
 
     async def get(
         self, session: aiohttp.ClientSession, path: str, limit: float = 5
