@@ -183,7 +183,7 @@ async def test_load_reads_our_objects_in_pages_and_keeps_what_put_compares() -> 
     await writer.load()
     assert set(writer.known) == {("resourcepoolstatuses", "a"), ("resourcepoolstatuses", "b")}
     assert writer.known[("resourcepoolstatuses", "a")] == {
-        "metadata": {"labels": OBJ["metadata"]["labels"]},
+        "metadata": {"labels": OBJ["metadata"]["labels"], "ownerReferences": []},
         "spec": OBJ["spec"],
         "status": OBJ["status"],
     }

@@ -46,12 +46,7 @@ def _owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _known(obj: dict[str, Any]) -> dict[str, Any]:
     """What the writer remembers of an object: what `put` compares, nothing more."""
-    meta = obj.get("metadata") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("labels", "ownerReferences") if k in meta},
-        "spec": obj.get("spec") or {},
-        "status": obj.get("status") or {},
-    }
+    return {**_owned_fields(obj), "status": obj.get("status") or {}}
 
 
 def obj_key(obj: dict[str, Any]) -> ObjKey:
