@@ -71,10 +71,20 @@ def test_shareable_with_capacity_exhausted_is_allocated() -> None:
     assert states(r)["nic-0"] == ("Allocated", None)
 
 
-def test_shareable_without_request_policy_takes_the_whole_capacity() -> None:
+def test_shareable_without_request_policy_fits_a_one_unit_request() -> None:
+    # The allocator takes what a request asks (calculateConsumedCapacity); only a request
+    # that asks for nothing takes the whole capacity. One more unit fits in 90G.
     nic = device("nic-0", shareable=True, capacity={"bandwidth": "100G"})
     r = pool(
         rslice("s", [nic]), claim("a", result("nic-0", share="s1", consumed={"bandwidth": "10G"}))
+    )
+    assert states(r)["nic-0"] == ("PartiallyAllocated", None)
+
+
+def test_shareable_without_request_policy_full_is_allocated() -> None:
+    nic = device("nic-0", shareable=True, capacity={"bandwidth": "100G"})
+    r = pool(
+        rslice("s", [nic]), claim("a", result("nic-0", share="s1", consumed={"bandwidth": "100G"}))
     )
     assert states(r)["nic-0"] == ("Allocated", None)
 
@@ -213,13 +223,13 @@ def test_prepared_pool_is_reused_only_for_the_same_slices() -> None:
     s = ResourceSlice.from_object(rslice("s", [device("gpu-0"), device("gpu-1")]))
     key = s.pool_key
     first = compute_pool(key, [s])
-    assert first.prepared is not None and first.prepared.serves([s])
+    assert first.prepared is not None and first.prepared.serves([s], None)
     ref = AllocRef("gpu-0", "default", "c", "uid-c", "gpu")
     again = compute_pool(key, [s], [ref], prepared=first.prepared)
     assert again.prepared is first.prepared
     assert again.status == compute_pool(key, [s], [ref]).status
     changed = ResourceSlice.from_object(rslice("s", [device("gpu-0")]))
-    assert not first.prepared.serves([changed])
+    assert not first.prepared.serves([changed], None)
     third = compute_pool(key, [changed], [ref], prepared=first.prepared)
     assert third.prepared is not first.prepared
     assert third.status["summary"]["totalDevices"] == 1

@@ -66,6 +66,8 @@ def to_capacity(v: Any) -> dict[str, Any]:
                     entry["valid_min"] = quantity_text(valid_range["min"])
                 if valid_range.get("max") is not None:
                     entry["valid_max"] = quantity_text(valid_range["max"])
+                if valid_range.get("step") is not None:
+                    entry["valid_step"] = quantity_text(valid_range["step"])
             values = policy.get("validValues")
             if isinstance(values, list):
                 entry["valid_values"] = tuple(quantity_text(x) for x in values)

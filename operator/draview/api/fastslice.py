@@ -134,6 +134,7 @@ def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
                     "request_default": None,
                     "valid_min": None,
                     "valid_max": None,
+                    "valid_step": None,
                     "valid_values": (),
                 },
             )

@@ -27,6 +27,7 @@ class Capacity(Model):
     request_default: str | None = None
     valid_min: str | None = None
     valid_max: str | None = None
+    valid_step: str | None = None
     valid_values: tuple[str, ...] = ()
 
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from draview.api.claims import ResourceClaim
 from draview.api.fastslice import Interner, slice_from_object
+from draview.api.nodes import NodeInfo
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass, DeviceTaintRule
 
@@ -37,6 +38,9 @@ class World:
     taint_rules: list[DeviceTaintRule] = field(default_factory=list)
     classes: list[DeviceClass] = field(default_factory=list)
     problems: list[ObjectProblem] = field(default_factory=list)
+    # None: the input said nothing about nodes (the engine then assumes a node that every
+    # node selector matches); a list: the cluster's nodes, as the scheduler knows them.
+    nodes: list[NodeInfo] | None = None
 
 
 def iter_objects(docs: Iterable[Any]) -> Iterator[dict[str, Any]]:
@@ -76,6 +80,16 @@ def build_world(objects: Iterable[dict[str, Any]]) -> World:
     cache = Interner()
     for obj in objects:
         kind = obj.get("kind")
+        if kind == "Node" and obj.get("apiVersion") == "v1":
+            try:
+                node = NodeInfo.from_object(obj)
+            except ValueError as exc:
+                world.problems.append(ObjectProblem("Node", "", str(exc)))
+                continue
+            if world.nodes is None:
+                world.nodes = []
+            world.nodes.append(node)
+            continue
         if kind not in KINDS or not is_resource_kind(obj, str(kind)):
             continue
         name = str((obj.get("metadata") or {}).get("name", ""))

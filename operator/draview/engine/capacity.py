@@ -1,40 +1,118 @@
-"""Consumable capacity of shareable devices (allowMultipleAllocations)."""
+"""Consumable capacity (allowMultipleAllocations), as the allocator's consumable_capacity.go
+computes it. Quantities are exact; where the allocator rounds to whole units
+(`Quantity.Value()`, which rounds up) so does this module."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from draview.api.slices import Capacity, Device
 from draview.engine.model import AllocRef
-from draview.quantity import Quantity, try_parse_quantity
+from draview.quantity import Format, Quantity, try_parse_quantity
+
+ONE = Quantity.from_int(1)
 
 
-def smallest_request(cap: Capacity) -> Quantity | None:
-    """The least one more allocation would take from this capacity.
+def _q(text: str | None) -> Quantity | None:
+    return try_parse_quantity(text) if text is not None else None
 
-    Without a requestPolicy an allocation takes the whole capacity; with one it takes at
-    least the range minimum, the smallest valid value, or else anything above zero.
-    """
-    if cap.valid_min is not None:
-        return try_parse_quantity(cap.valid_min)
+
+def _has_policy(cap: Capacity) -> bool:
+    return (
+        cap.request_default is not None
+        or cap.valid_min is not None
+        or cap.valid_max is not None
+        or cap.valid_step is not None
+        or bool(cap.valid_values)
+    )
+
+
+def _has_range(cap: Capacity) -> bool:
+    return cap.valid_min is not None or cap.valid_max is not None or cap.valid_step is not None
+
+
+def probe_request(cap: Capacity) -> Quantity:
+    """The smallest request the capacity's policy permits: what draview asks when it
+    decides whether a shareable device can take one more share (one unit when the
+    policy sets no lower bound)."""
+    low = _q(cap.valid_min)
+    if low is not None:
+        return low
+    values = [q for q in map(_q, cap.valid_values) if q is not None]
+    return min(values) if values else ONE
+
+
+def _round_up_range(requested: Quantity, low: Quantity, step: Quantity | None) -> Quantity:
+    if requested < low:
+        return low
+    if step is None:
+        return requested
+    r, s, m = requested.as_int_ceil(), step.as_int_ceil(), low.as_int_ceil()
+    n, mod = divmod(r - m, s)  # r >= m here, so floor division is Go's truncation
+    return Quantity.from_int(m + s * (n + (1 if mod else 0)), Format.BinarySI)
+
+
+def consumed(requested: Quantity | None, cap: Capacity) -> Quantity | None:
+    """calculateConsumedCapacity: what one allocation takes of this capacity."""
+    if requested is None:
+        # fillEmptyRequest: the policy's default, or else the whole capacity.
+        return _q(cap.request_default) if cap.request_default is not None else _q(cap.value)
+    if not _has_policy(cap):
+        return requested
+    low = _q(cap.valid_min)
+    if low is not None:
+        return _round_up_range(requested, low, _q(cap.valid_step))
     if cap.valid_values:
-        values = [q for q in (try_parse_quantity(v) for v in cap.valid_values) if q is not None]
-        return min(values) if values else None
-    if cap.request_default is not None or cap.valid_max is not None:
-        return None
-    return try_parse_quantity(cap.value)
+        for text in cap.valid_values:  # in the order given, like the allocator
+            v = _q(text)
+            if v is not None and requested <= v:
+                return v
+    return requested
+
+
+def violates_policy(q: Quantity, cap: Capacity) -> bool:
+    if not _has_policy(cap):
+        return False
+    if cap.request_default is not None and _q(cap.request_default) == q:
+        return False
+    if _has_range(cap):
+        high = _q(cap.valid_max)
+        if high is not None and q > high:
+            return True
+        step, low = _q(cap.valid_step), _q(cap.valid_min)
+        if step is not None and low is not None:
+            return (q.as_int_ceil() - low.as_int_ceil()) % step.as_int_ceil() != 0
+        return False
+    if cap.valid_values:
+        return all(_q(v) != q for v in cap.valid_values)
+    return False
+
+
+def capacity_fits(dev: Device, used: Mapping[str, Quantity] | None) -> bool:
+    """CmpRequestOverCapacity for draview's probe: a shareable device is asked for
+    `probe_request` of each capacity, any other device for nothing (so each capacity
+    is taken whole, or its default). `used` is the capacity shares already hold."""
+    shareable = dev.allow_multiple_allocations
+    for name, cap in dev.capacity.items():
+        value = _q(cap.value)
+        take = consumed(probe_request(cap) if shareable else None, cap)
+        if value is None or take is None or violates_policy(take, cap):
+            return False
+        before = used.get(name) if used else None
+        if (take if before is None else before + take) > value:
+            return False
+    return True
 
 
 def shared_capacity(
     dev: Device, refs: Sequence[AllocRef]
-) -> tuple[dict[str, Quantity], dict[str, Quantity], bool]:
-    """(total, available, exhausted) of a shareable device given its allocations.
+) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
+    """(total, available) of each capacity given the device's allocations, for display.
 
     Admin-access results never consume capacity.
     """
     total: dict[str, Quantity] = {}
     available: dict[str, Quantity] = {}
-    exhausted = False
     for name, cap in dev.capacity.items():
         q = try_parse_quantity(cap.value)
         if q is None:
@@ -50,7 +128,4 @@ def shared_capacity(
                     if used is not None:
                         left = left - used
         available[name] = left
-        need = smallest_request(cap)
-        if left.sign() <= 0 or (need is not None and left < need):
-            exhausted = True
-    return total, available, exhausted
+    return total, available

@@ -10,7 +10,7 @@ is a lower bound and is reported as method "greedy".
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from draview.api.slices import Device
@@ -25,6 +25,12 @@ class PartitionInput:
     device: Device
     state: DeviceState
     debits: Sequence[tuple[CounterKey, Quantity]]
+    at: tuple[int, int]  # (slice index, device index) in the pool
+    current: bool  # of the pool's newest generation (the ones `total` counts)
+
+
+# A node view of the pool: the devices it would hand out and the counters it has left.
+ViewFree = tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]
 
 
 def _components(cands: list[PartitionInput]) -> list[list[PartitionInput]]:
@@ -104,9 +110,11 @@ def partitions(
     driver: str,
     attrs: Sequence[str],
     inputs: Sequence[PartitionInput],
-    remaining: Callable[[CounterKey], Quantity],
+    views: Sequence[ViewFree],
     exact_limit: int,
 ) -> list[Partition]:
+    """One claim is allocated from one node's view of the pool, so what fits together is
+    the best of the views, never a sum across nodes."""
     groups: dict[tuple[str, str], list[PartitionInput]] = defaultdict(list)
     for item in inputs:
         for name in attrs:
@@ -117,13 +125,17 @@ def partitions(
     out: list[Partition] = []
     for (attr, value), items in sorted(groups.items()):
         free = [i for i in items if i.state == "Available"]
-        allocatable, exact = _max_together(free, remaining, exact_limit)
+        allocatable, exact = 0, True
+        for handed, left in views:
+            n, e = _max_together([i for i in free if i.at in handed], left.__getitem__, exact_limit)
+            if n > allocatable or (n == allocatable and not e):
+                allocatable, exact = n, e
         out.append(
             {
                 "type": value,
                 "attribute": attr,
-                "total": len(items),
-                "available": len(free),
+                "total": sum(1 for i in items if i.current),
+                "available": sum(1 for i in free if i.current),
                 "allocatable": allocatable,
                 "method": "exact" if exact else "greedy",
             }

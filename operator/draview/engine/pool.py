@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from draview.api.nodes import NodeInfo
 from draview.api.slices import Device, ResourceSlice
 from draview.api.status import (
     Allocation,
@@ -34,6 +35,8 @@ from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
+from draview.engine.verdict import AllocatedState, judge
+from draview.engine.views import View, build_views
 from draview.quantity import Quantity
 
 
@@ -106,89 +109,86 @@ class _PoolComputation:
     def __init__(
         self,
         key: PoolKey,
-        ps: PoolSlices,
-        current: list[FlatSlice],
-        parsed: ParsedPool,
+        prepared: PreparedPool,
         by_device: Mapping[str, list[AllocRef]],
         rules: Sequence[DeviceTaintRule],
-        invalid: bool,
         options: EngineOptions,
     ) -> None:
         self.key = key
-        self.ps = ps
-        self.parsed = parsed
+        self.prepared = prepared
+        self.flat = prepared.flat
+        parsed = self.parsed = prepared.parsed
         self.by_device = by_device
         self.rules = rules
-        self.invalid = invalid
         self.options = options
-        self.in_use = {n for n, refs in by_device.items() if any(not r.admin_access for r in refs)}
+        self.alloc = AllocatedState.of(r for refs in by_device.values() for r in refs)
+        self.in_use = {n for n in by_device if self.alloc.used(n)}
         self.consumed: dict[CounterKey, Quantity] = {}
         for name in sorted(self.in_use):
             for ckey, q in parsed.consumption.get(name, ()):
                 before = self.consumed.get(ckey)
                 self.consumed[ckey] = q if before is None else before + q
+        flat = prepared.flat
         self.composite = CompositeGraph(
-            [d for fs in current for d in fs.devices if d.composite], self.in_use
+            [d for fs in prepared.current for d in fs.devices if d.composite], self.in_use
         )
-
-        # What is left of every counter, computed once rather than once per device.
+        # What is left of every counter (as the pool's newest slices count it), computed
+        # once rather than once per device.
         self.left = {
             ckey: total - self.consumed[ckey] if ckey in self.consumed else total
             for ckey, total in parsed.counter_totals.items()
         }
         self.sets = _counter_sets(parsed, self.consumed, self.left)
-        self.complete = ps.complete  # read once per pool, not once per device
+        self.judgement = judge(
+            prepared.views,
+            lambda i, j: flat[i].devices[j],
+            self.alloc,
+            self._tainted,
+            self.composite.blocked,
+        )
 
-    def remaining(self, ckey: CounterKey) -> Quantity:
-        return self.left[ckey]
+    def debits(self, i: int, j: int) -> list[tuple[CounterKey, Quantity]]:
+        """What the device debits, as the first node view that hands it out parses it."""
+        dev = self.flat[i].devices[j]
+        return self.parsed.consumption.get(dev.name, []) if i < len(self.prepared.current) else []
 
-    def state(
-        self, dev: Device, stale: bool, shared: tuple[bool, bool]
-    ) -> tuple[DeviceState, str | None]:
-        shareable, exhausted = shared
-        if stale:
-            # The scheduler ignores older generations entirely; an allocation naming the
-            # device is still listed, but it belongs to the current slice's device.
-            return "Unavailable", "StaleGeneration"
-        if dev.name in self.in_use:
-            if shareable and not exhausted:
-                return "PartiallyAllocated", None
+    def _tainted(self, i: int, j: int) -> bool:
+        dev = self.flat[i].devices[j]
+        if not (dev.taints or self.rules):
+            return False
+        return is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules))
+
+    def state(self, at: tuple[int, int], dev: Device) -> tuple[DeviceState, str | None]:
+        verdict, reason = self.judgement.verdict(at)
+        name = dev.name
+        if verdict == "yes":
+            return ("PartiallyAllocated" if name in self.in_use else "Available"), None
+        if reason in ("StaleGeneration", "Unreachable"):
+            # The allocator never looks at this copy of the device; an allocation naming
+            # it is still listed, but it belongs to the copy the allocator uses.
+            return "Unavailable", reason
+        if name in self.alloc.dedicated:
             return "Allocated", None
-        if self.invalid:
-            return "Unavailable", "PoolInvalid"
-        if not self.complete:
-            return "Unavailable", "PoolIncomplete"
-        if (dev.taints or self.rules) and is_blocked(
-            effective_taints(self.key[0], self.key[1], dev, self.rules)
-        ):
-            return "Unavailable", "Tainted"
-        left = self.left
-        for ckey, need in self.parsed.consumption.get(dev.name, ()):
-            if left[ckey].nanos < need.nanos:
-                return "Unavailable", "InsufficientSharedCapacity"
-        if dev.composite and self.composite.blocked(dev):
-            return "Unavailable", "CapacitySourceInUse"
-        return "Available", None
+        if name in self.in_use and reason in ("InUse", "InsufficientCapacity"):
+            return "Allocated", None
+        return "Unavailable", reason
 
     def device(
-        self, dev: Device, stale: bool, acc: SummaryAcc, pool_acc: SummaryAcc | None
+        self, at: tuple[int, int], acc: SummaryAcc, pool_acc: SummaryAcc | None
     ) -> DeviceStatus:
+        dev = self.flat[at[0]].devices[at[1]]
         found = self.by_device.get(dev.name)
         refs = sorted(found, key=lambda r: r.sort_key) if found else ()
-        status: DeviceStatus
+        state, reason = self.state(at, dev)
+        status: DeviceStatus = {"name": dev.name, "state": state}
         if dev.allow_multiple_allocations:
-            total, available, exhausted = shared_capacity(dev, refs)
-            state, reason = self.state(dev, stale, (True, exhausted))
-            status = {"name": dev.name, "state": state}
+            total, available = shared_capacity(dev, refs)
             if total:
                 status["capacity"] = {k: str(v) for k, v in sorted(total.items())}
                 status["availableCapacity"] = {k: str(v) for k, v in sorted(available.items())}
             acc.add_capacity(total, available)
             if pool_acc is not None:
                 pool_acc.add_capacity(total, available)
-        else:
-            state, reason = self.state(dev, stale, (False, False))
-            status = {"name": dev.name, "state": state}
         if reason is not None:
             status["stateReason"] = reason
         if refs:
@@ -227,35 +227,61 @@ def _check_allocations(
 
 @dataclass(frozen=True, slots=True)
 class PreparedPool:
-    """What depends only on a pool's slices. A claim change never touches a slice, so the
-    operator keeps this per pool and recomputes only states and counts."""
+    """What depends only on a pool's slices (and the nodes). A claim change never touches
+    a slice, so the operator keeps this per pool and recomputes only states and counts."""
 
     slices: tuple[ResourceSlice, ...]  # held so that their ids stay unique
     ids: frozenset[int]
+    nodes: Sequence[NodeInfo] | None
     ps: PoolSlices
     current: list[FlatSlice]
     stale: list[FlatSlice]
-    parsed: ParsedPool
+    flat: list[FlatSlice]  # current + stale: the slice indices the views use
+    parsed: ParsedPool  # the newest generation's slices taken together: counters shown
+    views: tuple[View, ...]
     slice_errors: tuple[str, ...]
 
-    def serves(self, slices: Sequence[ResourceSlice]) -> bool:
+    def serves(self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None) -> bool:
         # Slices are immutable models, replaced on every update: identity is enough.
-        return len(slices) == len(self.ids) and {id(s) for s in slices} == self.ids
+        return (
+            nodes is self.nodes
+            and len(slices) == len(self.ids)
+            and {id(s) for s in slices} == self.ids
+        )
+
+    def allocator_errors(self) -> list[str]:
+        """The errors that make some node's view of the pool invalid, once each. With no
+        view at all (no node reaches the pool), those of the newest slices together."""
+        if not self.views:
+            return list(self.parsed.errors)
+        seen: dict[str, None] = {}
+        for view in self.views:
+            for o in view.outcomes:
+                if o.kind == "invalid" and o.parsed is not None:
+                    seen.update(dict.fromkeys(o.parsed.errors))
+        return list(seen)
 
 
-def prepare_pool(key: PoolKey, slices: Sequence[ResourceSlice]) -> PreparedPool:
+def prepare_pool(
+    key: PoolKey, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None = None
+) -> PreparedPool:
     ps = gather_pool(key, slices)
     current = [flatten_slice(s) for s in ps.current]
     stale = [flatten_slice(s) for s in ps.stale]
     parsed = parse_pool(current)
+    flat = [*current, *stale]
+    views = tuple(build_views(flat, nodes))
     other = [e for fs in (*current, *stale) for e in fs.errors]
     if len(ps.counts) > 1:
         other.append(
             f"InconsistentSliceCount: slices at generation {ps.generation} disagree on "
-            f"resourceSliceCount ({', '.join(map(str, ps.counts))})"
+            f"resourceSliceCount ({', '.join(map(str, ps.counts))}); the scheduler trusts "
+            "whichever it lists first"
         )
     held = tuple(slices)
-    return PreparedPool(held, frozenset(map(id, held)), ps, current, stale, parsed, tuple(other))
+    return PreparedPool(
+        held, frozenset(map(id, held)), nodes, ps, current, stale, flat, parsed, views, tuple(other)
+    )
 
 
 def compute_pool(
@@ -268,31 +294,34 @@ def compute_pool(
     previous: Mapping[str, Condition] | None = None,
     now: str | None = None,
     prepared: PreparedPool | None = None,
+    nodes: Sequence[NodeInfo] | None = None,
 ) -> PoolResult:
     """Everything draview reports about one pool. `previous` keeps condition times;
-    `prepared` (from an earlier result of the same slices) skips the slice-only work."""
+    `prepared` (from an earlier result of the same slices) skips the slice-only work;
+    `nodes` are the cluster's nodes (None: unknown, see engine/views.py)."""
     opts = options or EngineOptions()
-    if prepared is None or not prepared.serves(slices):
-        prepared = prepare_pool(key, slices)
-    ps, current, stale, parsed = prepared.ps, prepared.current, prepared.stale, prepared.parsed
-    errors = ValidationErrors(allocator=list(parsed.errors), other=list(prepared.slice_errors))
+    if prepared is None or not prepared.serves(slices, nodes):
+        prepared = prepare_pool(key, slices, nodes)
+    ps, current, parsed = prepared.ps, prepared.current, prepared.parsed
+    errors = ValidationErrors(
+        allocator=prepared.allocator_errors(), other=list(prepared.slice_errors)
+    )
     errors.other.extend(problems)
 
     by_device: dict[str, list[AllocRef]] = defaultdict(list)
     for ref in allocations:
         by_device[ref.device].append(ref)
     rules = [r for r in taint_rules if r.driver in (None, key[0]) and r.pool in (None, key[1])]
-    comp = _PoolComputation(
-        key, ps, current, parsed, by_device, rules, bool(errors.allocator), opts
-    )
+    comp = _PoolComputation(key, prepared, by_device, rules, opts)
     _check_allocations(ps, parsed, by_device, comp.consumed, errors)
 
     pool_acc = SummaryAcc()
     slice_results: list[SliceResult] = []
-    for fs, is_stale in [(f, False) for f in current] + [(f, True) for f in stale]:
+    for i, fs in enumerate(prepared.flat):
+        is_stale = i >= len(current)
         acc = SummaryAcc()
         devices = [
-            comp.device(d, is_stale, acc, None if is_stale else pool_acc) for d in fs.devices
+            comp.device((i, j), acc, None if is_stale else pool_acc) for j in range(len(fs.devices))
         ]
         body: SliceStatusBody = {
             "observedGeneration": fs.slice.generation,
@@ -337,11 +366,11 @@ def compute_pool(
         pool_body["validationErrors"] = all_errors
     if comp.sets:
         pool_body["counterSets"] = [comp.sets[name] for name in sorted(comp.sets)]
-    parts = _partitions(key, ps, current, slice_results, parsed, comp, opts)
+    parts = _partitions(key, ps, slice_results, comp, opts)
     if parts:
         pool_body["partitions"] = parts
-    nodes = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
-    node_name = nodes.pop() if len(nodes) == 1 else None
+    named = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
+    node_name = named.pop() if len(named) == 1 else None
     states = {
         "Available": summary["availableDevices"],
         "Allocated": summary["allocatedDevices"] - summary["partiallyAllocatedDevices"],
@@ -366,9 +395,7 @@ def _capacity_overcommit(slices: Sequence[SliceResult], errors: ValidationErrors
 def _partitions(
     key: PoolKey,
     ps: PoolSlices,
-    current: Sequence[FlatSlice],
     slice_results: Sequence[SliceResult],
-    parsed: ParsedPool,
     comp: _PoolComputation,
     opts: EngineOptions,
 ) -> list[Partition]:
@@ -380,14 +407,18 @@ def _partitions(
     )
     if not attrs:
         return []
-    states = {
-        d["name"]: d["state"] for sr in slice_results[: len(current)] for d in sr.status["devices"]
-    }
+    n_current = len(ps.current)
     inputs = [
         PartitionInput(
-            dev, states.get(dev.name, "Unavailable"), parsed.consumption.get(dev.name, [])
+            comp.flat[i].devices[j],
+            d["state"],
+            comp.debits(i, j),
+            (i, j),
+            i < n_current,
         )
-        for fs in current
-        for dev in fs.devices
+        for i, sr in enumerate(slice_results)
+        for j, d in enumerate(sr.status["devices"])
     ]
-    return partitions(key[0], attrs, inputs, comp.remaining, opts.exact_partition_limit)
+    return partitions(
+        key[0], attrs, inputs, comp.judgement.free_by_view, opts.exact_partition_limit
+    )

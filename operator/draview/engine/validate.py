@@ -28,6 +28,9 @@ class ParsedPool:
     # Every counter set with its counters sorted by name, totals already rendered: the
     # status shows them on every recompute, and rendering is most of that work.
     sets: dict[str, list[tuple[str, Quantity, str]]] = field(default_factory=dict)
+    # Every device instance whose allocation debits the counters, duplicates included
+    # (the allocator subtracts once per instance it finds).
+    counted: list[tuple[str, list[tuple[CounterKey, Quantity]]]] = field(default_factory=list)
 
 
 def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:
@@ -38,11 +41,21 @@ def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:
         return None
 
 
-def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
+def parse_pool(
+    counter_slices: Sequence[FlatSlice],
+    device_slices: Sequence[FlatSlice] | None = None,
+    other_slices: Sequence[FlatSlice] = (),
+) -> ParsedPool:
+    """Validate like the allocator's buildPool: counter sets come from `counter_slices`,
+    device names must be unique within `device_slices`, and every device of those and of
+    `other_slices` (the pool's slices that do not reach the node) must consume only
+    counters that exist. Called with one list, that list plays every part."""
+    if device_slices is None:
+        device_slices = counter_slices
     p = ParsedPool()
     errors = p.errors
     declared: dict[str, set[str]] = {}  # counter set -> its counters
-    for fs in current:
+    for fs in counter_slices:
         for cs in fs.counter_sets:
             if cs.name in p.counter_set_slice:
                 errors.append(
@@ -61,8 +74,40 @@ def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
     # Keyed by id, which is safe while `current` keeps every map alive.
     parsed_maps: dict[int, list[tuple[str, Quantity]]] = {}
     clean_capacities: set[int] = set()
-    for fs in current:
+
+    def debits_of(dev: Device) -> list[tuple[CounterKey, Quantity]]:
+        debits: list[tuple[CounterKey, Quantity]] = []
+        for cc in dev.consumes_counters:
+            known = declared.get(cc.counter_set)
+            if known is None:
+                errors.append(
+                    f"CounterSetNotFound: device {dev.name} consumes from counter set "
+                    f"{cc.counter_set}, which the pool does not define"
+                )
+                continue
+            quantities = parsed_maps.get(id(cc.counters))
+            if quantities is not None and cc.counters.keys() <= known:
+                debits.extend(((cc.counter_set, c), q) for c, q in quantities)
+                continue
+            before, start = len(errors), len(debits)
+            for counter, text in cc.counters.items():
+                if counter not in known:
+                    errors.append(
+                        f"CounterNotFound: device {dev.name} consumes counter {counter} "
+                        f"of counter set {cc.counter_set}, which has no such counter"
+                    )
+                    continue
+                q = parse_q(text, f"device {dev.name} consumes {counter}", errors)
+                if q is not None:
+                    debits.append(((cc.counter_set, counter), q))
+            if len(errors) == before:
+                parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
+        return debits
+
+    for fs in device_slices:
         for dev in fs.devices:
+            debits = debits_of(dev)
+            p.counted.append((dev.name, debits))
             if dev.name in p.devices:
                 errors.append(
                     f"DuplicateDevice: device {dev.name} appears in slices "
@@ -70,32 +115,6 @@ def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
                 )
                 continue
             p.devices[dev.name] = (fs.slice.name, dev)
-            debits: list[tuple[CounterKey, Quantity]] = []
-            for cc in dev.consumes_counters:
-                known = declared.get(cc.counter_set)
-                if known is None:
-                    errors.append(
-                        f"CounterSetNotFound: device {dev.name} consumes from counter set "
-                        f"{cc.counter_set}, which the pool does not define"
-                    )
-                    continue
-                quantities = parsed_maps.get(id(cc.counters))
-                if quantities is not None and cc.counters.keys() <= known:
-                    debits.extend(((cc.counter_set, c), q) for c, q in quantities)
-                    continue
-                before, start = len(errors), len(debits)
-                for counter, text in cc.counters.items():
-                    if counter not in known:
-                        errors.append(
-                            f"CounterNotFound: device {dev.name} consumes counter {counter} "
-                            f"of counter set {cc.counter_set}, which has no such counter"
-                        )
-                        continue
-                    q = parse_q(text, f"device {dev.name} consumes {counter}", errors)
-                    if q is not None:
-                        debits.append(((cc.counter_set, counter), q))
-                if len(errors) == before:
-                    parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
             p.consumption[dev.name] = debits
             if id(dev.capacity) in clean_capacities:
                 continue
@@ -103,11 +122,14 @@ def parse_pool(current: Sequence[FlatSlice]) -> ParsedPool:
             for cap_name, cap in dev.capacity.items():
                 where = f"device {dev.name} capacity {cap_name}"
                 texts = (cap.value, cap.request_default, cap.valid_min, cap.valid_max)
-                for cap_text in (*texts, *cap.valid_values):
+                for cap_text in (*texts, cap.valid_step, *cap.valid_values):
                     if cap_text is not None:
                         parse_q(cap_text, where, errors)
             if len(errors) == before:
                 clean_capacities.add(id(dev.capacity))
+    for fs in other_slices:
+        # Not the node's own devices: the allocator checks only what they consume.
+        p.counted.extend((dev.name, debits_of(dev)) for dev in fs.devices)
     for set_name in p.counter_set_slice:
         p.sets[set_name] = []
     for (set_name, counter), total in sorted(p.counter_totals.items()):

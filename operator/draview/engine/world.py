@@ -32,6 +32,7 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
             world.taint_rules,
             problems.get(key, ()),
             options,
+            nodes=world.nodes,
         )
         for key in keys
     ]

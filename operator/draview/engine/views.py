@@ -1,0 +1,172 @@
+"""A pool as each node sees it, the way the allocator's GatherPools builds it.
+
+The allocator never judges a pool as a whole: for every node it gathers only the slices
+that reach that node (slices with shared counters always count), keeps the newest
+generation among them, and decides completeness from the resourceSliceCount of the
+first slice it gathered (node-local slices come first). Only when that looks incomplete
+does it consult the pool's other slices: a newer generation there makes the node's view
+obsolete, and otherwise their number decides completeness, and their devices debit the
+counters. Device names are checked for duplicates only within the node's own slices.
+
+Everything here depends on slices and nodes only, so it is computed once per change of
+a pool's slices and reused for every claim change (see PreparedPool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from draview.api.common import NodeSelector
+from draview.api.nodes import NodeInfo
+from draview.engine.flatten import FlatSlice
+from draview.engine.nodes import selector_matches
+from draview.engine.validate import ParsedPool, parse_pool
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node to look at the pool from. `name` None stands for the nodes draview does
+    not know (no Node objects given): such a node is assumed to match every selector."""
+
+    name: str | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def matches(
+    node_name: str | None, all_nodes: bool, selector: NodeSelector | None, cand: Candidate
+) -> bool:
+    """NodeMatches: nodeName first, then allNodes, then the node selector."""
+    if node_name:
+        return cand.name == node_name
+    if all_nodes:
+        return True
+    if selector is not None:
+        return cand.name is None or selector_matches(selector, cand.name, cand.labels)
+    return False
+
+
+OutcomeKind = Literal["ok", "invalid", "incomplete", "obsolete"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one node view amounts to for one resourceSliceCount the allocator may trust."""
+
+    kind: OutcomeKind
+    parsed: ParsedPool | None = None  # "ok" and "invalid": the view's counters and errors
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    nodes: tuple[str | None, ...]  # the candidate nodes that share this view
+    generation: int
+    targets: tuple[tuple[int, int], ...]  # (slice index, device index) the view can hand out
+    stale: tuple[int, ...]  # slices that reach these nodes but are of an older generation
+    # One outcome per distinct count among the slices the allocator may gather first;
+    # more than one only when slices of a generation disagree on resourceSliceCount.
+    outcomes: tuple[Outcome, ...]
+
+
+def _has_fields(fs: FlatSlice) -> bool:
+    s = fs.slice
+    return bool(s.node_name) or s.all_nodes or s.node_selector is not None
+
+
+def relevant(fs: FlatSlice, cand: Candidate) -> bool:
+    if fs.counter_sets:
+        return True
+    s = fs.slice
+    if _has_fields(fs):
+        return matches(s.node_name, s.all_nodes, s.node_selector, cand)
+    if s.per_device_node_selection:
+        return any(matches(d.node_name, d.all_nodes, d.node_selector, cand) for d in fs.devices)
+    return False  # nothing set: an extension the allocator does not know; it skips it
+
+
+def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> list[Candidate]:
+    """Every node whose view of the pool can differ: the nodes the slices name, and the
+    known nodes (or one unknown node) when a slice or device selects nodes."""
+    named: set[str] = set()
+    selects = False
+    for fs in flat:
+        s = fs.slice
+        if s.node_name:
+            named.add(s.node_name)
+        elif s.all_nodes or s.node_selector is not None:
+            selects = True
+        elif s.per_device_node_selection:
+            for d in fs.devices:
+                if d.node_name:
+                    named.add(d.node_name)
+                elif d.all_nodes or d.node_selector is not None:
+                    selects = True
+    known = {n.name: n for n in nodes or ()}
+    out = [Candidate(n, known[n].labels if n in known else {}) for n in sorted(named)]
+    if selects:
+        if nodes is None:
+            out.append(Candidate(None))
+        else:
+            out.extend(Candidate(n.name, n.labels) for n in nodes if n.name not in named)
+    return out
+
+
+def _outcome(flat: Sequence[FlatSlice], view: list[int], generation: int, count: int) -> Outcome:
+    others: list[int] = []
+    if len(view) != count:
+        # checkSlicesInPool: the rest of the pool decides.
+        gens = [fs.slice.pool.generation for fs in flat]
+        if any(g > generation for g in gens):
+            return Outcome("obsolete")
+        at_gen = [i for i, g in enumerate(gens) if g == generation]
+        if len(at_gen) != count:
+            return Outcome("incomplete")
+        taken = set(view)
+        others = [i for i in at_gen if i not in taken]
+    # A slice with both devices and counter sets cannot come from a 1.35+ API server;
+    # offline input may have them, and draview reads them as both.
+    counter_slices = [flat[i] for i in view if flat[i].counter_sets]
+    device_slices = [flat[i] for i in view if flat[i].devices or not flat[i].counter_sets]
+    parsed = parse_pool(counter_slices, device_slices, [flat[i] for i in others])
+    return Outcome("invalid" if parsed.errors else "ok", parsed)
+
+
+def _view(
+    flat: Sequence[FlatSlice],
+    rel: tuple[int, ...],
+    reach: frozenset[tuple[int, int]],
+    names: list[str | None],
+) -> View:
+    generation = max(flat[i].slice.pool.generation for i in rel)
+    view = [i for i in rel if flat[i].slice.pool.generation == generation]
+    stale = tuple(i for i in rel if flat[i].slice.pool.generation != generation)
+    local = [i for i in view if flat[i].slice.node_name and not flat[i].counter_sets]
+    counts = sorted({flat[i].slice.pool.resource_slice_count for i in (local or view)})
+    targets: list[tuple[int, int]] = []
+    for i in view:
+        fs = flat[i]
+        if fs.counter_sets and not fs.devices:
+            continue
+        per_device = fs.slice.per_device_node_selection and not _has_fields(fs)
+        targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
+    outcomes = tuple(_outcome(flat, view, generation, c) for c in counts)
+    return View(tuple(names), generation, tuple(targets), stale, outcomes)
+
+
+def build_views(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> list[View]:
+    """One view per distinct set of slices (and per-device matches) that reaches a node."""
+    groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]]], list[str | None]] = {}
+    for cand in candidates(flat, nodes):
+        rel = tuple(i for i, fs in enumerate(flat) if relevant(fs, cand))
+        if not any(flat[i].devices for i in rel):
+            continue  # nothing this node could be given
+        reach = frozenset(
+            (i, j)
+            for i in rel
+            if flat[i].slice.per_device_node_selection and not _has_fields(flat[i])
+            for j, d in enumerate(flat[i].devices)
+            if matches(d.node_name, d.all_nodes, d.node_selector, cand)
+        )
+        groups.setdefault((rel, reach), []).append(cand.name)
+    return [_view(flat, rel, reach, names) for (rel, reach), names in groups.items()]
