@@ -1,0 +1,319 @@
+"""The world generator: deterministic, broad, and within what the API server validates.
+
+Pure and fast; tests/integration/test_worldgen_valid.py submits worlds to a real API server.
+The checks here restate the rules of pkg/apis/resource/validation (Kubernetes v1.36.3) that
+the generator must keep, so that a violation shows up without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .worldgen import (
+    ADMIN_LABEL,
+    FEATURES,
+    MAX_ATTRS_AND_CAPS,
+    World,
+    generate,
+    parse_quantity,
+    term_matches,
+)
+
+Obj = dict[str, Any]
+SEEDS = range(300)
+MIN_WORLDS_PER_FEATURE = 10
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
+)
+_PLACEMENTS = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+
+
+@pytest.fixture(scope="module")
+def worlds() -> list[World]:
+    return [generate(seed) for seed in SEEDS]
+
+
+def is_label(name: str) -> bool:
+    return len(name) <= 63 and bool(_LABEL.match(name))
+
+
+def is_subdomain(name: str) -> bool:
+    return len(name) <= 253 and all(is_label(part) for part in name.split("."))
+
+
+def is_qualified(name: str) -> bool:
+    """An attribute or capacity name: C identifier, optionally behind a domain."""
+    domain, _, ident = name.rpartition("/")
+    ok = len(ident) <= 32 and bool(_C_IDENTIFIER.match(ident))
+    return ok and (not domain or (len(domain) <= 63 and is_subdomain(domain)))
+
+
+def of_kind(world: World, kind: str) -> list[Obj]:
+    return [o for o in world.objects if o["kind"] == kind]
+
+
+def devices(world: World) -> Iterator[tuple[Obj, Obj]]:
+    for slc in of_kind(world, "ResourceSlice"):
+        for dev in slc["spec"].get("devices", []):
+            yield slc, dev
+
+
+def claims(world: World) -> list[Obj]:
+    return of_kind(world, "ResourceClaim") + world.pending
+
+
+# --- determinism and breadth ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 17, 123, 499])
+def test_same_seed_same_world(seed: int) -> None:
+    a, b = generate(seed), generate(seed)
+    assert json.dumps(a.objects) == json.dumps(b.objects)
+    assert json.dumps(a.pending) == json.dumps(b.pending)
+    assert (a.features, a.partition_attributes) == (b.features, b.partition_attributes)
+
+
+def test_different_seeds_differ(worlds: list[World]) -> None:
+    distinct = {json.dumps(w.objects) for w in worlds}
+    assert len(distinct) == len(worlds)
+
+
+def test_every_feature_occurs_in_many_worlds(worlds: list[World]) -> None:
+    counts = Counter(f for w in worlds for f in w.features)
+    assert set(counts) <= set(FEATURES), set(counts) - set(FEATURES)
+    rare = {f: counts[f] for f in FEATURES if counts[f] < MIN_WORLDS_PER_FEATURE}
+    assert not rare, f"features in fewer than {MIN_WORLDS_PER_FEATURE} of 300 worlds: {rare}"
+
+
+def test_small_worlds_are_small(worlds: list[World]) -> None:
+    for w in worlds:
+        slices = of_kind(w, "ResourceSlice")
+        drivers = {s["spec"]["driver"] for s in slices}
+        pools = {(s["spec"]["driver"], s["spec"]["pool"]["name"]) for s in slices}
+        assert 1 <= len(drivers) <= 4, w.seed
+        assert 1 <= len(pools) <= 6, w.seed
+        assert len(list(devices(w))) <= 60, w.seed
+        assert len(of_kind(w, "Node")) <= 4, w.seed
+        assert len(claims(w)) <= 30, w.seed
+
+
+def test_unknown_size_is_refused() -> None:
+    with pytest.raises(ValueError):
+        generate(0, "huge")
+
+
+def test_medium_worlds_keep_the_invariants() -> None:
+    for seed in range(5):
+        world = generate(seed, "medium")
+        check_slices(world)
+        check_nodes(world)
+        check_claims(world)
+
+
+# --- the API server's rules ----------------------------------------------------------------
+
+
+def test_names_are_valid(worlds: list[World]) -> None:
+    for w in worlds:
+        for obj in w.objects + w.pending:
+            name = obj["metadata"]["name"]
+            if obj["kind"] == "Namespace":
+                assert is_label(name), name
+            else:
+                assert is_subdomain(name), (obj["kind"], name)
+        for slc in of_kind(w, "ResourceSlice"):
+            assert is_subdomain(slc["spec"]["driver"]), slc["spec"]["driver"]
+            assert all(is_subdomain(p) for p in slc["spec"]["pool"]["name"].split("/"))
+        for _, dev in devices(w):
+            assert is_label(dev["name"]), dev["name"]
+
+
+def test_slices_follow_the_api_rules(worlds: list[World]) -> None:
+    for w in worlds:
+        check_slices(w)
+
+
+def check_slices(w: World) -> None:
+    names = [s["metadata"]["name"] for s in of_kind(w, "ResourceSlice")]
+    assert len(names) == len(set(names)), w.seed
+    for slc in of_kind(w, "ResourceSlice"):
+        spec = slc["spec"]
+        where = (w.seed, slc["metadata"]["name"])
+        # Since 1.35 a slice holds devices or counter sets, never both.
+        assert not ("devices" in spec and "sharedCounters" in spec), where
+        assert sum(k in spec for k in _PLACEMENTS) == 1, where
+        assert spec["pool"]["resourceSliceCount"] > 0, where
+        assert spec["pool"].get("generation", 0) >= 0, where
+        check_counter_sets(spec.get("sharedCounters", []), where)
+        devs = spec.get("devices", [])
+        assert len({d["name"] for d in devs}) == len(devs), where
+        assert len(devs) <= 64, where
+        for dev in devs:
+            check_device(dev, bool(spec.get("perDeviceNodeSelection")), where)
+
+
+def check_counter_sets(sets: list[Obj], where: Any) -> None:
+    assert len(sets) <= 8, where
+    assert len({s["name"] for s in sets}) == len(sets), where
+    for counter_set in sets:
+        assert is_label(counter_set["name"]), where
+        assert 0 < len(counter_set["counters"]) <= 32, where
+        assert all(is_label(c) for c in counter_set["counters"]), where
+        for counter in counter_set["counters"].values():
+            parse_quantity(counter["value"])
+
+
+def check_device(dev: Obj, per_device: bool, where: Any) -> None:
+    where = (*where, dev["name"])
+    attrs, caps = dev.get("attributes", {}), dev.get("capacity", {})
+    # The harness adds two attributes to every device; the API allows 32 in all.
+    assert len(attrs) + len(caps) <= MAX_ATTRS_AND_CAPS, where
+    for name, value in attrs.items():
+        assert is_qualified(name), (where, name)
+        # List-typed attributes need DRAListTypeAttributes, which v1.36 leaves off.
+        assert len(value) == 1 and next(iter(value)) in {"bool", "int", "string", "version"}
+        if "string" in value:
+            assert len(value["string"]) <= 64, where
+        if "version" in value:
+            assert _SEMVER.match(value["version"]), where
+    shareable = bool(dev.get("allowMultipleAllocations"))
+    for name, cap in caps.items():
+        assert is_qualified(name), (where, name)
+        if "requestPolicy" in cap:
+            assert shareable, f"{where}: requestPolicy needs allowMultipleAllocations"
+            check_policy(parse_quantity(cap["value"]), cap["requestPolicy"], where)
+    consumes = dev.get("consumesCounters", [])
+    assert len(consumes) <= 2, where
+    assert len({c["counterSet"] for c in consumes}) == len(consumes), where
+    for consumption in consumes:
+        assert is_label(consumption["counterSet"]), where
+        assert all(is_label(c) for c in consumption["counters"]), where
+    placed = sum(k in dev for k in ("nodeName", "nodeSelector", "allNodes"))
+    assert placed == (1 if per_device else 0), where
+    for taint in dev.get("taints", []):
+        assert taint["effect"] in {"NoSchedule", "NoExecute", "None"}, where
+
+
+def check_policy(capacity: int, policy: Obj, where: Any) -> None:
+    """validation.go validateRequestPolicy and friends."""
+    q = parse_quantity
+    assert not ("validValues" in policy and "validRange" in policy), where
+    if "validValues" in policy:
+        values = [q(v) for v in policy["validValues"]]
+        assert values == sorted(set(values)) and len(values) <= 10, where
+        assert max(values) <= capacity and q(policy["default"]) in values, where
+    if "validRange" in policy:
+        rng, default = policy["validRange"], q(policy["default"])
+        lo = q(rng["min"])
+        assert lo <= default and lo <= capacity, where
+        if "max" in rng:
+            assert lo <= q(rng["max"]) <= capacity and default <= q(rng["max"]), where
+        if "step" in rng:
+            step = q(rng["step"])
+            assert lo + step <= capacity and (default - lo) % step == 0, where
+            assert "max" not in rng or (q(rng["max"]) - lo) % step == 0, where
+
+
+def test_every_node_named_or_selected_exists(worlds: list[World]) -> None:
+    for w in worlds:
+        check_nodes(w)
+
+
+def check_nodes(w: World) -> None:
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in of_kind(w, "Node")}
+    for slc in of_kind(w, "ResourceSlice"):
+        for holder in [slc["spec"], *slc["spec"].get("devices", [])]:
+            if "nodeName" in holder:
+                assert holder["nodeName"] in nodes, (w.seed, holder["nodeName"])
+            for term in holder.get("nodeSelector", {}).get("nodeSelectorTerms", []):
+                assert any(term_matches(term, n, labels) for n, labels in nodes.items()), term
+        if "nodeSelector" in slc["spec"]:
+            assert len(slc["spec"]["nodeSelector"]["nodeSelectorTerms"]) == 1, w.seed
+
+
+def test_claims_follow_the_api_rules(worlds: list[World]) -> None:
+    for w in worlds:
+        check_claims(w)
+
+
+def check_claims(w: World) -> None:
+    namespaces = {
+        n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in of_kind(w, "Namespace")
+    }
+    assert "default" not in namespaces  # every cluster has it: creating it would fail
+    uids = [c["metadata"]["uid"] for c in claims(w)]
+    assert len(uids) == len(set(uids)) and all(_UUID.match(u) for u in uids), w.seed
+    assert all("status" not in c for c in w.pending), w.seed
+    for claim in claims(w):
+        check_claim(claim, namespaces, w.seed)
+
+
+def check_claim(claim: Obj, namespaces: dict[str, dict[str, str]], seed: int) -> None:
+    where = (seed, claim["metadata"]["name"])
+    ns = claim["metadata"]["namespace"]
+    assert ns in namespaces, where
+    requests = claim["spec"]["devices"]["requests"]
+    names: set[str] = set()
+    admin = False
+    for request in requests:
+        assert is_label(request["name"]), where
+        names.add(request["name"])
+        bodies = [request["exactly"]] if "exactly" in request else request["firstAvailable"]
+        assert ("exactly" in request) != ("firstAvailable" in request), where
+        for body in bodies:
+            check_allocation_mode(body, where)
+        names |= {f"{request['name']}/{s['name']}" for s in request.get("firstAvailable", [])}
+        admin |= bool(request.get("exactly", {}).get("adminAccess"))
+    if admin:
+        assert namespaces[ns].get(ADMIN_LABEL) == "true", where
+    for result in (
+        claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    ):
+        assert result["request"] in names, where
+        assert is_label(result["device"]), where
+        if "shareID" in result:
+            assert _UUID.match(result["shareID"]), where
+        if result.get("adminAccess"):
+            assert admin and namespaces[ns].get(ADMIN_LABEL) == "true", where
+
+
+def check_allocation_mode(body: Obj, where: Any) -> None:
+    if body["allocationMode"] == "All":
+        assert "count" not in body, where
+    else:
+        assert body["allocationMode"] == "ExactCount" and body["count"] > 0, where
+
+
+def test_partition_attributes_name_attributes_devices_carry(worlds: list[World]) -> None:
+    for w in worlds:
+        for qualified in w.partition_attributes:
+            driver, _, attr = qualified.rpartition("/")
+            carried = [
+                d
+                for s, d in devices(w)
+                if s["spec"]["driver"] == driver and attr in d.get("attributes", {})
+            ]
+            assert carried, (w.seed, qualified)
+        if "partition-attribute" in w.features:
+            assert w.partition_attributes, w.seed
+
+
+def test_allocations_name_published_pools(worlds: list[World]) -> None:
+    """Dangling allocations name a missing device of an existing pool, not a missing pool."""
+    for w in worlds:
+        pools = {
+            (s["spec"]["driver"], s["spec"]["pool"]["name"]) for s in of_kind(w, "ResourceSlice")
+        }
+        for claim in of_kind(w, "ResourceClaim"):
+            for result in claim["status"]["allocation"]["devices"]["results"]:
+                assert (result["driver"], result["pool"]) in pools, (w.seed, result)
