@@ -52,6 +52,9 @@ type caseIn struct {
 	Objects []json.RawMessage `json:"objects"`
 	Probes  []probeIn         `json:"probes"`
 	Orders  *int              `json:"orders"`
+	// Further orders: the list as given, rotated to start at each of these indices. The
+	// caller names the slices it wants the allocator to meet first in their pool.
+	Rotations []int `json:"rotations"`
 }
 
 type probeIn struct {
@@ -185,10 +188,19 @@ func runCase(c *caseIn) ([]probeOut, error) {
 	state := allocatedState(w.claims)
 	classes := classLister(w.classes)
 	patched := applyTaintRules(w.slices, w.rules)
-	sliceOrders := make([][]*resourceapi.ResourceSlice, orders)
+	for _, r := range c.Rotations {
+		if r < 0 || r >= len(patched) {
+			return nil, fmt.Errorf("rotation %d outside the %d slices", r, len(patched))
+		}
+	}
+	sliceOrders := make([][]*resourceapi.ResourceSlice, orders, orders+len(c.Rotations))
 	for k := range sliceOrders {
 		sliceOrders[k] = orderSlices(patched, k)
 	}
+	for _, r := range c.Rotations {
+		sliceOrders = append(sliceOrders, slices.Concat(patched[r:], patched[:r]))
+	}
+	orders = len(sliceOrders)
 
 	outcomes := make([][][]string, len(probes)) // probe, node, order
 	results := make([][][]resourceapi.AllocationResult, len(probes))

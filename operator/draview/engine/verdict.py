@@ -31,6 +31,7 @@ RANKS = {
     "CounterOvercommitted": 7,
     "InsufficientSharedCapacity": 8,
     "CapacitySourceInUse": 9,
+    "UnsupportedNodeSelector": 10,
 }
 _KIND_REASON = {
     "obsolete": "StaleGeneration",
@@ -167,6 +168,8 @@ def judge(
                 c if isinstance(c, str) else c.refusal(dev, state, is_tainted, composite_blocked)
                 for c in checks
             ]
+            if at in view.unsupported:
+                reasons = [r or "UnsupportedNodeSelector" for r in reasons]
             found = [r for r in reasons if r is not None]
             verdict: tuple[str, str | None]
             if not found:

@@ -67,6 +67,10 @@ class View:
     # One outcome per distinct count among the slices the allocator may gather first;
     # more than one only when slices of a generation disagree on resourceSliceCount.
     outcomes: tuple[Outcome, ...]
+    # Targets whose node selector has several terms: the allocator fails when it writes
+    # the result's node selector (createNodeSelector supports one term), so the
+    # scheduler aborts any attempt that picks them.
+    unsupported: frozenset[tuple[int, int]] = frozenset()
 
 
 def _has_fields(fs: FlatSlice) -> bool:
@@ -151,7 +155,18 @@ def _view(
         per_device = fs.slice.per_device_node_selection and not _has_fields(fs)
         targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
     outcomes = tuple(_outcome(flat, view, generation, c) for c in counts)
-    return View(tuple(names), generation, tuple(targets), stale, outcomes)
+    unsupported = frozenset(at for at in targets if _multi_term(flat[at[0]], at[1]))
+    return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported)
+
+
+def _multi_term(fs: FlatSlice, j: int) -> bool:
+    s = fs.slice
+    if s.per_device_node_selection and not _has_fields(fs):
+        dev = fs.devices[j]
+        name, selector = dev.node_name, dev.node_selector
+    else:
+        name, selector = s.node_name, s.node_selector
+    return not name and selector is not None and len(selector.node_selector_terms) > 1
 
 
 def build_views(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> list[View]:
