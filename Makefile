@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lint test test-unit test-integration deploy-checks cluster cluster-down demo demo-down bench clean
+.PHONY: setup lint test test-unit test-fidelity test-integration deploy-checks cluster cluster-down demo demo-down bench clean
 
 setup:
 	$(PIP) install -q -e '.[test]'
@@ -16,6 +16,11 @@ lint: setup
 test-unit: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit
 
+# The allocator is the judge: random worlds, every device, against the real allocator
+# library (e2e/oracle, built from Go modules and cached in ~/.cache/draview-oracle).
+test-fidelity: setup
+	$(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/fidelity tests/fidelity
+
 # Builds (cached in ~/.cache/draview-cluster) and starts the local control plane; the
 # session fixture in tests/kubecluster.py stops it again when it started it.
 # hadolint, helm lint/template, manifest freshness, promtool rule tests, shellcheck; installs
@@ -27,7 +32,7 @@ test-integration: setup deploy-checks
 	e2e/cluster/build
 	$(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/integration tests/integration e2e/tests
 
-test: lint test-unit test-integration
+test: lint test-unit test-fidelity test-integration
 
 cluster:
 	e2e/cluster/build

@@ -14,11 +14,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from draview.api.claims import ResourceClaim
 from draview.api.fastslice import slice_from_object
 from draview.api.world import build_world
+from draview.cel import CelEngine
+from draview.engine.attributes import attribute
 from draview.engine.capacity import probe_request
 from draview.engine.model import EngineOptions
 from draview.engine.world import compute_world
+from draview.explain.allocatable import Allocatability, allocatable
+from draview.explain.gather import ambiguous, node_names
 
 PROBE_DOMAIN = "probe.draview.io"
 PROBE_CLASS = "draview-probe"
@@ -101,16 +106,20 @@ def rotations(objects: Sequence[dict[str, Any]]) -> list[int]:
 
 
 def reduce(nodes: dict[str, list[str]]) -> str:
-    """The oracle's answers for one probe on every node and list order: "yes" when some
-    node allocates it in every order, "maybe" when only in some, else "no". An error
-    aborts the scheduling attempt on every node, so any error is a "no"."""
-    if any(o.startswith("error") for outs in nodes.values() for o in outs):
-        return "no"
-    if any(all(o == "ok" for o in outs) for outs in nodes.values()):
-        return "yes"
-    if any(o == "ok" for outs in nodes.values() for o in outs):
+    """The oracle's answers (per node, one per slice list order) as the scheduler sees
+    them: in one order, an error on any node aborts the attempt, else one node that
+    allocates is enough. "yes"/"no" when every order agrees, else "maybe"."""
+    orders = max((len(outs) for outs in nodes.values()), default=0)
+    answers = set()
+    for k in range(orders):
+        at_k = [outs[k] for outs in nodes.values()]
+        if any(o.startswith("error") for o in at_k):
+            answers.add("no")
+        else:
+            answers.add("yes" if "ok" in at_k else "no")
+    if len(answers) > 1:
         return "maybe"
-    return "no"
+    return answers.pop() if answers else "no"
 
 
 def engine_verdicts(
@@ -174,3 +183,127 @@ def compare_devices(objects: Sequence[dict[str, Any]], answer: dict[str, Any]) -
         if ours[0] != theirs:
             diffs.append(Difference(key, ours, theirs, probe["nodes"]))
     return diffs
+
+
+def claims_case(
+    case_id: str, objects: Sequence[dict[str, Any]], pending: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The world's pending claims, each asked of the allocator as it is."""
+    probes = [
+        {"id": f"{c['metadata'].get('namespace', '')}/{c['metadata']['name']}", "claim": c}
+        for c in pending
+    ]
+    return {
+        "id": case_id,
+        "objects": list(objects),
+        "probes": probes,
+        "orders": ORDERS,
+        "rotations": rotations(objects),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDifference:
+    claim: str
+    engine: Allocatability
+    oracle: str
+    answers: dict[str, list[str]]
+
+    def __str__(self) -> str:
+        return (
+            f"claim {self.claim}: draview {self.engine.answer} ({self.engine.detail}), "
+            f"allocator {self.oracle} {self.answers}"
+        )
+
+
+def compare_claims(
+    objects: Sequence[dict[str, Any]], pending: Sequence[dict[str, Any]], answer: dict[str, Any]
+) -> tuple[list[ClaimDifference], int]:
+    """Differences, and how many claims the search could not decide within its budget."""
+    if "error" in answer:
+        raise RuntimeError(f"oracle refused the world: {answer['error']}")
+    world = build_world(objects)
+    results = compute_world(world)
+    classes = {c.name: c for c in world.classes}
+    nodes = sorted(set(node_names(results)) - {None} | {n.name for n in world.nodes or ()})
+    cel = CelEngine()
+    by_id = {f"{c['metadata'].get('namespace', '')}/{c['metadata']['name']}": c for c in pending}
+    diffs, unknown = [], 0
+    for probe in answer["probes"]:
+        claim = ResourceClaim.from_object(by_id[probe["id"]])
+        mine = allocatable(claim, results, classes, world.taint_rules, nodes, cel)
+        theirs = reduce(probe["nodes"])
+        if mine.answer == "unknown":
+            unknown += 1
+        elif mine.answer != theirs:
+            diffs.append(ClaimDifference(probe["id"], mine, theirs, probe["nodes"]))
+    return diffs, unknown
+
+
+def partition_case(
+    case_id: str, objects: Sequence[dict[str, Any]], attributes: Sequence[str]
+) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """For every partition type draview can count exactly, a claim for "how many more
+    fit" devices of it and one for one more. Returns the case and (probe id, expected
+    answer is "yes" for the first, "no" for the second) pairs."""
+    world = build_world(objects)
+    results = compute_world(world, EngineOptions(partition_attributes=tuple(attributes)))
+    shaky = set(ambiguous(results))
+    probes: list[dict[str, Any]] = []
+    expect: list[tuple[str, int]] = []
+    for r in results:
+        if r.key in shaky:
+            continue
+        driver, pool = r.key
+        shareable = {
+            str(attribute(d, driver, a))
+            for fs in (r.prepared.flat if r.prepared else ())
+            for d in fs.devices
+            if d.allow_multiple_allocations
+            for a in attributes
+            if attribute(d, driver, a) is not None
+        }
+        for part in r.status.get("partitions", ()):
+            if part["method"] != "exact" or part["type"] in shareable:
+                continue
+            domain, _, ident = part["attribute"].rpartition("/")
+            expr = (
+                f'{ATTR}.pool == "{driver}/{pool}" && "{ident}" in device.attributes["{domain}"]'
+                f' && device.attributes["{domain}"]["{ident}"] == "{part["type"]}"'
+            )
+            for n, want in ((part["allocatable"], "yes"), (part["allocatable"] + 1, "no")):
+                if n < 1 or n > 32:
+                    continue
+                pid = f"{driver}/{pool}/{part['type']}/{n}"
+                exactly = {
+                    "deviceClassName": PROBE_CLASS,
+                    "count": n,
+                    "selectors": [{"cel": {"expression": expr}}],
+                }
+                probes.append(
+                    {
+                        "id": pid,
+                        "claim": claim(f"p{len(probes)}", [{"name": "p", "exactly": exactly}]),
+                    }
+                )
+                expect.append((pid, 1 if want == "yes" else 0))
+    case = {
+        "id": case_id,
+        "objects": pinned_world(objects),
+        "probes": probes,
+        "orders": ORDERS,
+        "rotations": rotations(objects),
+    }
+    return case, expect
+
+
+def compare_partitions(expect: Sequence[tuple[str, int]], answer: dict[str, Any]) -> list[str]:
+    if "error" in answer:
+        raise RuntimeError(f"oracle refused the world: {answer['error']}")
+    got = {p["id"]: reduce(p["nodes"]) for p in answer["probes"]}
+    out = []
+    for pid, fits in expect:
+        want = "yes" if fits else "no"
+        if got.get(pid) != want:
+            out.append(f"partition probe {pid}: draview says {want}, allocator {got.get(pid)}")
+    return out

@@ -1,5 +1,6 @@
-"""The allocator is the judge: draview's device states against the real allocator library
-on random worlds the API server accepts (tests/fidelity/worldgen.py).
+"""The allocator is the judge: draview's device states, `why` verdicts and partition
+figures against the real allocator library on random worlds the API server accepts
+(tests/fidelity/worldgen.py).
 
 A device is Available or PartiallyAllocated exactly when the allocator hands a claim
 pinned to it out on some node in every slice list order; a device whose answer depends on
@@ -13,7 +14,14 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from tests.fidelity.harness import compare_devices, device_case
+from tests.fidelity.harness import (
+    claims_case,
+    compare_claims,
+    compare_devices,
+    compare_partitions,
+    device_case,
+    partition_case,
+)
 from tests.fidelity.minimize import dump, minimize
 from tests.fidelity.oracle import Oracle
 from tests.fidelity.worldgen import World, generate
@@ -69,3 +77,40 @@ def test_device_states_match_the_allocator(oracle: Oracle, worlds: list[World]) 
             failures.append(f"seed {world.seed}: {len(diffs)} more")
     assert devices > 20 * len(worlds), "the worlds hold too few devices to judge anything"
     assert not failures, "\n\n".join(failures)
+
+
+# The search behind `why` is slower (CEL in Python): fewer worlds, same breadth of claims.
+CLAIM_SEEDS = range(int(os.environ.get("DRAVIEW_FIDELITY_CLAIM_SEEDS", "120")))
+
+
+def test_why_verdicts_match_the_allocator(oracle: Oracle) -> None:
+    """Every pending claim of the worlds (counts, allocationMode All, firstAvailable,
+    capacity requests, tolerations, admin access, constraints, CEL selectors that fail
+    on some devices): draview's verdict is the allocator's."""
+    worlds = [generate(seed) for seed in CLAIM_SEEDS]
+    answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
+    failures: list[str] = []
+    claims = undecided = 0
+    for world, answer in zip(worlds, answers, strict=True):
+        diffs, unknown = compare_claims(world.objects, world.pending, answer)
+        claims += len(answer["probes"])
+        undecided += unknown
+        failures.extend(f"seed {world.seed}: {d}" for d in diffs)
+    assert claims > 5 * len(worlds), "too few pending claims to judge anything"
+    assert undecided == 0, f"{undecided} claims were left undecided by the search budget"
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_partition_figures_match_the_allocator(oracle: Oracle) -> None:
+    """For each partition type: a claim for "how many more fit" devices of it is
+    allocatable, and a claim for one more is not."""
+    worlds = [generate(seed) for seed in SEEDS]
+    cases = [partition_case(str(w.seed), w.objects, w.partition_attributes) for w in worlds]
+    answers = oracle.ask_many([case for case, _ in cases])
+    failures: list[str] = []
+    probes = 0
+    for world, (_, expect), answer in zip(worlds, cases, answers, strict=True):
+        probes += len(expect)
+        failures.extend(f"seed {world.seed}: {d}" for d in compare_partitions(expect, answer))
+    assert probes > len(worlds), "too few partition types to judge anything"
+    assert not failures, "\n".join(failures[:10])

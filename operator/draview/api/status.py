@@ -83,7 +83,7 @@ class Partition(TypedDict):
     available: int
     # How many more of this type could be allocated at once with the counters left.
     allocatable: int
-    method: Literal["exact", "greedy"]
+    method: Literal["exact", "greedy", "firstFit"]
 
 
 class SliceStatusBody(TypedDict):

@@ -88,20 +88,52 @@ def violates_policy(q: Quantity, cap: Capacity) -> bool:
     return False
 
 
-def capacity_fits(dev: Device, used: Mapping[str, Quantity] | None) -> bool:
-    """CmpRequestOverCapacity for draview's probe: a shareable device is asked for
-    `probe_request` of each capacity, any other device for nothing (so each capacity
-    is taken whole, or its default). `used` is the capacity shares already hold."""
-    shareable = dev.allow_multiple_allocations
+def request_fits(
+    dev: Device,
+    requests: Mapping[str, Quantity] | None,
+    used: Mapping[str, Quantity] | None,
+    allocating: Mapping[str, Quantity] | None = None,
+) -> bool | None:
+    """CmpRequestOverCapacity: True when the request fits what is left of every capacity
+    of the device (`used` by existing shares, `allocating` by this attempt), None when
+    it names a capacity the device does not have (the allocator skips the device)."""
+    if requests and any(name not in dev.capacity for name in requests):
+        return None
     for name, cap in dev.capacity.items():
         value = _q(cap.value)
-        take = consumed(probe_request(cap) if shareable else None, cap)
+        take = consumed(requests.get(name) if requests else None, cap)
         if value is None or take is None or violates_policy(take, cap):
             return False
-        before = used.get(name) if used else None
-        if (take if before is None else before + take) > value:
+        total = take
+        for more in (used, allocating):
+            if more and name in more:
+                total = total + more[name]
+        if total > value:
             return False
     return True
+
+
+def taken(dev: Device, requests: Mapping[str, Quantity] | None) -> dict[str, Quantity]:
+    """GetConsumedCapacityFromRequest: what a new share takes of each capacity."""
+    out: dict[str, Quantity] = {}
+    for name, cap in dev.capacity.items():
+        q = consumed(requests.get(name) if requests else None, cap)
+        if q is not None:
+            out[name] = q
+    return out
+
+
+def probe_requests(dev: Device) -> dict[str, Quantity] | None:
+    """draview's probe of a device: the smallest permitted share of a shareable device,
+    nothing (each capacity whole) of any other."""
+    if not dev.allow_multiple_allocations:
+        return None
+    return {name: probe_request(cap) for name, cap in dev.capacity.items()}
+
+
+def capacity_fits(dev: Device, used: Mapping[str, Quantity] | None) -> bool:
+    """Whether draview's probe fits the device; `used` is what shares already hold."""
+    return request_fits(dev, probe_requests(dev), used) is True
 
 
 def shared_capacity(

@@ -1,7 +1,8 @@
 """Partition types of a pool (MIG profiles, TPU slices): how many more fit at once.
 
-`allocatable` is the largest number of the type's currently Available devices that the
-counters left can hold together. Devices that share no counter are independent, so the
+`allocatable` is the largest number of the type's devices a claim could still be given
+that the counters left can hold together, on the best single node (one claim is served
+from one node's view of the pool, never across nodes). Devices that share no counter are independent, so the
 problem splits into components; a component with up to `exact_limit` candidates is
 solved exactly (branch and bound), a larger one greedily (smallest debit first), which
 is a lower bound and is reported as method "greedy".
@@ -27,6 +28,10 @@ class PartitionInput:
     debits: Sequence[tuple[CounterKey, Quantity]]
     at: tuple[int, int]  # (slice index, device index) in the pool
     current: bool  # of the pool's newest generation (the ones `total` counts)
+    # Refused alone only because its node selector has several terms: with a node-local
+    # device ahead of it in a result the allocator takes it, otherwise it aborts. Only
+    # its first-fit search can tell, so no count of the type is exact.
+    first_fit: bool = False
 
 
 # A node view of the pool: the devices it would hand out and the counters it has left.
@@ -124,7 +129,8 @@ def partitions(
                 break
     out: list[Partition] = []
     for (attr, value), items in sorted(groups.items()):
-        free = [i for i in items if i.state == "Available"]
+        # Whatever a claim could still be given, in use by shares or not.
+        free = [i for i in items if i.state in ("Available", "PartiallyAllocated")]
         allocatable, exact = 0, True
         for handed, left in views:
             n, e = _max_together([i for i in free if i.at in handed], left.__getitem__, exact_limit)
@@ -137,7 +143,9 @@ def partitions(
                 "total": sum(1 for i in items if i.current),
                 "available": sum(1 for i in free if i.current),
                 "allocatable": allocatable,
-                "method": "exact" if exact else "greedy",
+                "method": "firstFit"
+                if any(i.first_fit for i in items)
+                else ("exact" if exact else "greedy"),
             }
         )
     return out

@@ -36,7 +36,7 @@ from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
 from draview.engine.verdict import AllocatedState, judge
-from draview.engine.views import View, build_views
+from draview.engine.views import Outcome, View, build_views, bystander
 from draview.quantity import Quantity
 
 
@@ -57,6 +57,7 @@ class PoolResult:
     # current-generation device counts by state, for metrics
     states: dict[str, int] = field(default_factory=dict)
     prepared: PreparedPool | None = None
+    allocated: AllocatedState | None = None  # the scheduler's view of who holds what
 
 
 def _allocation(ref: AllocRef) -> Allocation:
@@ -239,6 +240,9 @@ class PreparedPool:
     flat: list[FlatSlice]  # current + stale: the slice indices the views use
     parsed: ParsedPool  # the newest generation's slices taken together: counters shown
     views: tuple[View, ...]
+    # The pool as a node that reaches none of its devices sees it (counter slices always
+    # count): only a request for all devices cares whether that is complete and valid.
+    bystander: tuple[Outcome, ...]
     slice_errors: tuple[str, ...]
 
     def serves(self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None) -> bool:
@@ -271,6 +275,7 @@ def prepare_pool(
     parsed = parse_pool(current)
     flat = [*current, *stale]
     views = tuple(build_views(flat, nodes))
+    by = bystander(flat)
     other = [e for fs in (*current, *stale) for e in fs.errors]
     if len(ps.counts) > 1:
         other.append(
@@ -280,7 +285,17 @@ def prepare_pool(
         )
     held = tuple(slices)
     return PreparedPool(
-        held, frozenset(map(id, held)), nodes, ps, current, stale, flat, parsed, views, tuple(other)
+        held,
+        frozenset(map(id, held)),
+        nodes,
+        ps,
+        current,
+        stale,
+        flat,
+        parsed,
+        views,
+        by,
+        tuple(other),
     )
 
 
@@ -377,7 +392,9 @@ def compute_pool(
         "PartiallyAllocated": summary["partiallyAllocatedDevices"],
         "Unavailable": summary["unavailableDevices"],
     }
-    return PoolResult(key, ps, pool_body, slice_results, node_name, errors, states, prepared)
+    return PoolResult(
+        key, ps, pool_body, slice_results, node_name, errors, states, prepared, comp.alloc
+    )
 
 
 def _capacity_overcommit(slices: Sequence[SliceResult], errors: ValidationErrors) -> None:
@@ -415,6 +432,7 @@ def _partitions(
             comp.debits(i, j),
             (i, j),
             i < n_current,
+            d.get("stateReason") == "UnsupportedNodeSelector",
         )
         for i, sr in enumerate(slice_results)
         for j, d in enumerate(sr.status["devices"])

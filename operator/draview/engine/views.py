@@ -174,8 +174,10 @@ def build_views(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> 
     groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]]], list[str | None]] = {}
     for cand in candidates(flat, nodes):
         rel = tuple(i for i, fs in enumerate(flat) if relevant(fs, cand))
-        if not any(flat[i].devices for i in rel):
-            continue  # nothing this node could be given
+        if not rel:
+            continue
+        # A view without devices still counts: GatherPools lists the pool, and a
+        # request for all devices fails while it looks incomplete or invalid.
         reach = frozenset(
             (i, j)
             for i in rel
@@ -185,3 +187,14 @@ def build_views(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> 
         )
         groups.setdefault((rel, reach), []).append(cand.name)
     return [_view(flat, rel, reach, names) for (rel, reach), names in groups.items()]
+
+
+def bystander(flat: Sequence[FlatSlice]) -> tuple[Outcome, ...]:
+    """What a node that reaches only the pool's counter slices gets from GatherPools."""
+    rel = [i for i, fs in enumerate(flat) if fs.counter_sets]
+    if not rel:
+        return ()
+    generation = max(flat[i].slice.pool.generation for i in rel)
+    view = [i for i in rel if flat[i].slice.pool.generation == generation]
+    counts = sorted({flat[i].slice.pool.resource_slice_count for i in view})
+    return tuple(_outcome(flat, view, generation, c) for c in counts)

@@ -1,0 +1,99 @@
+"""Whether the scheduler's allocator can allocate a claim somewhere: the search of
+explain/search.py run on every node, as the scheduler's Filter runs it.
+
+One node's error that is not "not on this node" aborts the whole attempt, so it decides
+the answer; otherwise one node with a solution is enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import product
+
+from draview.api.claims import ResourceClaim
+from draview.api.taints import DeviceClass, DeviceTaintRule
+from draview.cel import CelEngine
+from draview.engine.pool import PoolResult
+from draview.explain.gather import ambiguous, node_names, node_pools
+from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
+
+MAX_AMBIGUOUS = 4  # pools whose count choices are combined; beyond, the first choice
+
+
+@dataclass(frozen=True, slots=True)
+class Allocatability:
+    # "yes", "no", "maybe" (depends on the order the scheduler lists slices), "unknown"
+    # (the search ran out of steps)
+    answer: str
+    detail: str = ""
+    nodes: tuple[str, ...] = ()  # where it fits
+
+
+def _once(
+    claim: ResourceClaim,
+    results: Sequence[PoolResult],
+    classes: Mapping[str, DeviceClass],
+    rules: Sequence[DeviceTaintRule],
+    nodes: Sequence[str | None],
+    cel: CelEngine,
+    which: Mapping[tuple[str, str], int],
+    budget: int,
+) -> Allocatability:
+    fits: list[str] = []
+    unknown = False
+    for node in nodes:
+        search = NodeSearch(claim, classes, node_pools(node, results, rules, which), cel, budget)
+        try:
+            outcome = search.run()
+        except SearchError as exc:
+            return Allocatability("no", f"the scheduler aborts: {exc}")
+        except BudgetExceeded:
+            unknown = True
+            continue
+        if outcome == "ok":
+            fits.append(node or "any node")
+    if fits:
+        return Allocatability("yes", nodes=tuple(fits))
+    if unknown:
+        return Allocatability("unknown", "the search for a solution was cut short")
+    return Allocatability("no", "no node has devices that satisfy every request")
+
+
+def allocatable(
+    claim: ResourceClaim,
+    results: Sequence[PoolResult],
+    classes: Mapping[str, DeviceClass],
+    rules: Sequence[DeviceTaintRule] = (),
+    nodes: Sequence[str | None] | None = None,
+    cel: CelEngine | None = None,
+    budget: int = 200_000,
+) -> Allocatability:
+    """`nodes`: the nodes to try (default: every node some pool's view names)."""
+    cel = cel or CelEngine()
+    tried = list(nodes) if nodes is not None else node_names(results)
+    # Where slices disagree on resourceSliceCount the scheduler's list order picks the
+    # count; every combination is tried (two counts per pool, so a handful at most).
+    pools = ambiguous(results)[:MAX_AMBIGUOUS]
+    answers: list[Allocatability] = []
+    for combo in product((0, 1), repeat=len(pools)):
+        answers.append(
+            _once(
+                claim,
+                results,
+                classes,
+                rules,
+                tried,
+                cel,
+                dict(zip(pools, combo, strict=True)),
+                budget,
+            )
+        )
+    kinds = {a.answer for a in answers}
+    if len(kinds) == 1 or "unknown" in kinds:
+        return answers[0] if len(kinds) == 1 else Allocatability("unknown", answers[0].detail)
+    return Allocatability(
+        "maybe",
+        "slices of a pool disagree on resourceSliceCount: the answer depends on which "
+        "one the scheduler lists first",
+    )

@@ -1,0 +1,153 @@
+"""The pools one node's allocator sees (GatherPools), built from the engine's node views.
+
+The search (explain/search.py) walks these exactly as the allocator does: pools sorted by
+driver and pool, a pool's device slices sorted by name, devices in slice order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from draview.api.slices import Device, Taint
+from draview.api.taints import DeviceTaintRule
+from draview.engine.pool import PoolResult
+from draview.engine.taints import effective_taints
+from draview.engine.validate import CounterKey, ParsedPool
+from draview.engine.verdict import AllocatedState
+from draview.engine.views import Outcome, View
+from draview.quantity import Quantity
+
+
+@dataclass(frozen=True, slots=True)
+class SearchDevice:
+    driver: str
+    pool: str
+    slice_name: str
+    slice_generation: int
+    device: Device
+    reaches: bool  # per-device node selection: does the device itself reach the node
+    taints: tuple[Taint, ...]
+    debits: tuple[tuple[CounterKey, Quantity], ...]
+    unsupported_selector: bool  # several node-selector terms: the result cannot be written
+    node_local: bool  # a nodeName decides where it is: no node selector is written at all
+
+    @property
+    def id(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.device.name)
+
+    @property
+    def cel_key(self) -> tuple[str, str, str, int, str]:
+        return (self.driver, self.pool, self.slice_name, self.slice_generation, self.device.name)
+
+
+@dataclass(slots=True)
+class NodePool:
+    driver: str
+    pool: str
+    incomplete: bool = False
+    invalid: bool = False
+    slices: list[list[SearchDevice]] = field(default_factory=list)
+    parsed: ParsedPool | None = None  # the view's counter sets and counted devices
+    allocated: AllocatedState = field(default_factory=AllocatedState)
+
+
+def node_names(results: Sequence[PoolResult]) -> list[str | None]:
+    """Every node some pool has a view for (None: a node no slice names, when draview
+    does not know the cluster's nodes)."""
+    seen: dict[str | None, None] = {}
+    for r in results:
+        if r.prepared is not None:
+            for v in r.prepared.views:
+                seen.update(dict.fromkeys(v.nodes))
+    return sorted(seen, key=lambda n: (n is None, n or ""))
+
+
+def _pick(outcomes: Sequence[Outcome], which: int) -> Outcome:
+    return outcomes[min(which, len(outcomes) - 1)]
+
+
+def _pool(
+    r: PoolResult, view: View | None, which: int, rules: Sequence[DeviceTaintRule]
+) -> NodePool | None:
+    """`which`: the index of the count the allocator trusts among the view's candidates."""
+    prepared = r.prepared
+    assert prepared is not None
+    driver, name = r.key
+    outcomes = view.outcomes if view is not None else prepared.bystander
+    if not outcomes:
+        return None  # nothing of the pool reaches the node
+    o = _pick(outcomes, which)
+    if o.kind == "obsolete":
+        return None  # GatherPools drops it
+    out = NodePool(driver, name, allocated=r.allocated or AllocatedState())
+    if o.kind == "incomplete":
+        out.incomplete = True
+        return out
+    if o.kind == "invalid":
+        out.invalid = True
+        return out
+    out.parsed = o.parsed
+    if view is None:
+        return out
+    targets = set(view.targets)
+    flat = prepared.flat
+    # Every device of the view's device slices is walked, per-device node selection
+    # checked after the selectors as isSelectable does (a relevant per-device slice
+    # always has some device among the targets).
+    slice_indices = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
+    for i in slice_indices:
+        fs = flat[i]
+        s = fs.slice
+        per_device = s.per_device_node_selection and not (
+            s.node_name or s.all_nodes or s.node_selector is not None
+        )
+        devices = []
+        for j, dev in enumerate(fs.devices):
+            devices.append(
+                SearchDevice(
+                    driver,
+                    name,
+                    fs.slice.name,
+                    fs.slice.generation,
+                    dev,
+                    (i, j) in targets,
+                    tuple(effective_taints(driver, name, dev, rules)),
+                    tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
+                    (i, j) in view.unsupported,
+                    bool(dev.node_name if per_device else fs.slice.node_name),
+                )
+            )
+        out.slices.append(devices)
+    return out
+
+
+def ambiguous(results: Sequence[PoolResult]) -> list[tuple[str, str]]:
+    """Pools whose slices disagree on resourceSliceCount in some node's view."""
+    out = []
+    for r in results:
+        p = r.prepared
+        if p is not None and (any(len(v.outcomes) > 1 for v in p.views) or len(p.bystander) > 1):
+            out.append(r.key)
+    return out
+
+
+def node_pools(
+    node: str | None,
+    results: Sequence[PoolResult],
+    rules: Sequence[DeviceTaintRule],
+    which: Mapping[tuple[str, str], int] | None = None,
+) -> list[NodePool]:
+    """The pools `node` sees, sorted like the allocator sorts them. `which` picks, for a
+    pool whose slices disagree on resourceSliceCount, the count the allocator trusts
+    (an index into the sorted candidates; 0 when not given)."""
+    out: list[NodePool] = []
+    for r in results:
+        if r.prepared is None:
+            continue
+        view = next((v for v in r.prepared.views if node in v.nodes), None)
+        pool = _pool(r, view, (which or {}).get(r.key, 0), rules)
+        if pool is not None:
+            out.append(pool)
+    out.sort(key=lambda p: (p.driver, p.pool))
+    return out

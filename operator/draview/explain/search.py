@@ -1,0 +1,423 @@
+"""Would the allocator find devices for this claim on this node?
+
+A port of the search in k8s.io/dynamic-resource-allocation/structured (the "incubating"
+implementation the kube-scheduler uses with every DRA gate on): Allocate's request
+checks (validateDeviceRequest), allocateOne's first-fit walk, allocateDevice,
+checkAvailableCounters, CmpRequestOverCapacity and the attribute constraints, for one
+claim. Hand-written because no Python library implements the DRA allocator; the
+differential tests in tests/fidelity hold it to the real one. Where the allocator has
+quirks (CEL errors met only on devices it reaches, counters cached per pool *name*
+across drivers, one attribute remembered per request by distinctAttribute) they are
+mirrored on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
+from draview.api.taints import DeviceClass
+from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.engine.capacity import request_fits, taken
+from draview.engine.validate import CounterKey
+from draview.engine.verdict import counters_left
+from draview.explain.checks import untolerated
+from draview.explain.gather import NodePool, SearchDevice
+from draview.quantity import Quantity, try_parse_quantity
+
+MAX_RESULTS = 32  # AllocationResultsMaxSize
+Location = tuple[int, int, int]  # pool, slice, device
+ORIGIN: Location = (0, 0, 0)
+
+
+class SearchError(Exception):
+    """An error the scheduler does not treat as "not on this node": it aborts the pod's
+    whole scheduling attempt."""
+
+
+class _MaxSize(Exception):
+    """errAllocationResultMaxSizeExceeded: more results than a claim may hold."""
+
+
+class BudgetExceeded(Exception):
+    """The search took more steps than allowed; its answer is unknown."""
+
+
+@dataclass(slots=True)
+class _Request:
+    name: str
+    parent: str | None
+    choice: DeviceChoice
+    class_selectors: tuple[str, ...]
+    num: int = 0
+    capacities: dict[str, Quantity] | None = None
+    all_devices: list[tuple[SearchDevice, NodePool]] | None = None
+
+    @property
+    def base(self) -> str:
+        return self.parent or self.name
+
+    @property
+    def sub(self) -> str:
+        return self.name if self.parent else ""
+
+
+def _typed(raw: Any) -> tuple[str, Any] | None:
+    if isinstance(raw, dict):
+        for kind in ("string", "int", "bool", "version"):
+            if kind in raw:
+                return kind, raw[kind]
+        return ("", None)
+    return None
+
+
+def lookup_attribute(d: SearchDevice, name: str) -> tuple[str, Any] | None:
+    attrs = d.device.attributes
+    if name in attrs:
+        return _typed(attrs[name])
+    domain, sep, ident = name.partition("/")
+    if not sep or domain != d.driver or ident not in attrs:
+        return None
+    return _typed(attrs[ident])
+
+
+@dataclass(slots=True)
+class _AttributeConstraint:
+    names: frozenset[str]
+    attribute: str
+    distinct: bool
+    first: tuple[str, Any] | None = None
+    count: int = 0
+    # distinctAttribute remembers one value per request name (the last one added).
+    seen: dict[str, tuple[str, Any]] = field(default_factory=dict)
+
+    def _applies(self, base: str, sub: str) -> bool:
+        if not self.names:
+            return True
+        return base in self.names or (bool(sub) and f"{base}/{sub}" in self.names)
+
+    def add(self, base: str, sub: str, d: SearchDevice) -> bool:
+        if not self._applies(base, sub):
+            return True
+        value = lookup_attribute(d, self.attribute)
+        if value is None:
+            return False
+        if self.count and not self._fits(value):
+            return False
+        if self.distinct:
+            self.seen[base] = value
+        elif not self.count:
+            self.first = value
+        self.count += 1
+        return True
+
+    def _fits(self, value: tuple[str, Any]) -> bool:
+        if not value[0]:
+            return False
+        if self.distinct:
+            return all(not (v[0] == value[0] and v[1] == value[1]) for v in self.seen.values())
+        return self.first is not None and self.first[0] == value[0] and self.first[1] == value[1]
+
+    def remove(self, base: str, sub: str) -> None:
+        if not self._applies(base, sub):
+            return
+        if self.distinct:
+            self.seen.pop(base, None)
+        self.count -= 1
+
+
+def _constraint(c: Constraint) -> _AttributeConstraint:
+    if c.match_attribute:
+        return _AttributeConstraint(frozenset(c.requests), c.match_attribute, False)
+    if c.distinct_attribute:
+        return _AttributeConstraint(frozenset(c.requests), c.distinct_attribute, True)
+    raise SearchError("empty constraint (unsupported constraint type?)")
+
+
+def _quantities(raw: Mapping[str, str]) -> dict[str, Quantity]:
+    out = {}
+    for name, text in raw.items():
+        q = try_parse_quantity(text)
+        if q is None:
+            raise SearchError(f"capacity request {name}: {text!r} is not a quantity")
+        out[name] = q
+    return out
+
+
+class NodeSearch:
+    """One Allocate call for one claim on one node."""
+
+    def __init__(
+        self,
+        claim: ResourceClaim,
+        classes: Mapping[str, DeviceClass],
+        pools: Sequence[NodePool],
+        cel: CelEngine,
+        budget: int = 200_000,
+    ) -> None:
+        self.claim = claim
+        self.classes = classes
+        self.pools = pools
+        self.cel = cel
+        self.budget = budget
+        self.requests: dict[tuple[int, int], _Request] = {}
+        self.matches: dict[tuple[tuple[str, str, str], tuple[int, int]], bool] = {}
+        self.allocating: set[tuple[str, str, str]] = set()
+        self.shares: dict[tuple[str, str, str], int] = {}
+        self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
+        self.available: dict[str, dict[CounterKey, Quantity]] = {}  # per pool NAME
+        self.consumed: dict[str, dict[CounterKey, Quantity]] = {}
+        self.results: list[SearchDevice] = []
+        self.constraints = [_constraint(c) for c in claim.constraints]
+
+    # -- Allocate ------------------------------------------------------------------------
+    def run(self) -> str:
+        """ "ok", "no", or "invalid" (no solution and some pool is invalid: not fatal).
+        Raises SearchError for what aborts the attempt, BudgetExceeded when undecided."""
+        minimum = 0
+        for ri, req in enumerate(self.claim.requests):
+            if req.prioritized:
+                least = None
+                for si, ch in enumerate(req.choices):
+                    data = self._validate((ri, si), ch, req.name)
+                    least = data.num if least is None else min(least, data.num)
+                minimum += least or 0
+            elif req.choices:
+                minimum += self._validate((ri, 0), req.choices[0], None).num
+        if minimum > MAX_RESULTS:
+            raise SearchError(f"{minimum} devices requested, more than a claim holds")
+        try:
+            done = self._one(0, 0, 0, False, ORIGIN)
+        except _MaxSize:
+            done = False
+        if not done:
+            return "invalid" if any(p.invalid for p in self.pools) else "no"
+        for d in self.results:
+            if d.node_local:
+                break
+            if d.unsupported_selector:
+                raise SearchError("unsupported ResourceSlice.NodeSelector with several terms")
+        return "ok"
+
+    def _validate(self, key: tuple[int, int], ch: DeviceChoice, parent: str | None) -> _Request:
+        label = f"{parent}/{ch.name}" if parent else self.claim.requests[key[0]].name
+        if not ch.device_class_name:
+            raise SearchError(f"request {label}: missing device class name")
+        cls = self.classes.get(ch.device_class_name)
+        if cls is None:
+            raise SearchError(f"request {label}: DeviceClass {ch.device_class_name} not found")
+        name = ch.name if parent else self.claim.requests[key[0]].name
+        data = _Request(name, parent, ch, cls.selectors)
+        self.requests[key] = data
+        if ch.capacity_requests:
+            data.capacities = _quantities(ch.capacity_requests)
+        if ch.allocation_mode == "ExactCount":
+            data.num = ch.count
+        elif ch.allocation_mode == "All":
+            data.all_devices = []
+            for pool in self.pools:
+                if pool.incomplete or pool.invalid:
+                    state = "being updated" if pool.incomplete else "invalid"
+                    raise SearchError(
+                        f"request {label} asks for all devices, but resource pool "
+                        f"{pool.driver}/{pool.pool} is currently {state}"
+                    )
+                for devices in pool.slices:
+                    for d in devices:
+                        if not self._selectable(key, data, d):
+                            continue
+                        fit = request_fits(
+                            d.device, data.capacities, pool.allocated.capacity.get(d.device.name)
+                        )
+                        if fit:
+                            data.all_devices.append((d, pool))
+            data.num = len(data.all_devices)
+        else:
+            raise SearchError(f"request {label}: unsupported mode {ch.allocation_mode}")
+        return data
+
+    # -- the walk ------------------------------------------------------------------------
+    def _one(self, ri: int, si: int, di: int, in_sub: bool, start: Location) -> bool:
+        self.budget -= 1
+        if self.budget < 0:
+            raise BudgetExceeded
+        if ri >= len(self.claim.requests):
+            return True
+        data = self.requests[(ri, si)]
+        if not in_sub and data.parent is not None:
+            all_exceeded = True
+            sub = 0
+            while (ri, sub) in self.requests:
+                try:
+                    if self._one(ri, sub, 0, True, ORIGIN):
+                        return True
+                    all_exceeded = False
+                except _MaxSize:
+                    pass
+                sub += 1
+            if all_exceeded:
+                raise _MaxSize
+            return False
+        if data.all_devices is not None and not data.all_devices:
+            return False
+        if di >= data.num:
+            return self._one(ri + 1, 0, 0, False, ORIGIN)
+        if len(self.results) + data.num - di > MAX_RESULTS:
+            raise _MaxSize
+        if data.all_devices is not None:
+            d, pool = data.all_devices[di]
+            undo = self._allocate(data, d, pool, must=True)
+            if undo is None:
+                return False
+            return self._next(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
+        for pi in range(start[0], len(self.pools)):
+            pool = self.pools[pi]
+            if pool.incomplete or pool.invalid:
+                continue
+            first_slice = start[1] if pi == start[0] else 0
+            for sj in range(first_slice, len(pool.slices)):
+                devices = pool.slices[sj]
+                first_dev = start[2] if (pi, sj) == start[:2] else 0
+                for dj in range(first_dev, len(devices)):
+                    d = devices[dj]
+                    admin = data.choice.admin_access
+                    if admin and d.id in self.allocating:
+                        continue
+                    if not admin and self._in_use(d, pool):
+                        continue
+                    if not self._selectable((ri, si), data, d):
+                        continue
+                    used = pool.allocated.capacity.get(d.device.name)
+                    if not request_fits(d.device, data.capacities, used, self._alloc_cap(d)):
+                        continue
+                    undo = self._allocate(data, d, pool, must=False)
+                    if undo is None:
+                        continue
+                    nxt: Location = (pi, sj, dj + 1)
+
+                    def go(n: Location = nxt) -> bool:
+                        return self._one(ri, si, di + 1, in_sub, n)
+
+                    if self._next(undo, go):
+                        return True
+        return False
+
+    @staticmethod
+    def _next(undo: Callable[[], None], go: Callable[[], bool]) -> bool:
+        try:
+            done = go()
+        except Exception:
+            undo()
+            raise
+        if not done:
+            undo()
+        return done
+
+    def _in_use(self, d: SearchDevice, pool: NodePool) -> bool:
+        return d.device.name in pool.allocated.dedicated or d.id in self.allocating
+
+    def _alloc_cap(self, d: SearchDevice) -> dict[str, Quantity] | None:
+        return self.allocating_capacity.get(d.id)
+
+    def _selectable(self, key: tuple[int, int], data: _Request, d: SearchDevice) -> bool:
+        cached = self.matches.get((d.id, key))
+        if cached is not None:
+            return cached
+        for selectors, where in ((data.class_selectors, "class"), (data.choice.selectors, "claim")):
+            for expr in selectors:
+                try:
+                    result = self.cel.evaluate(expr, DeviceInput(d.driver, d.device), d.cel_key)
+                except CelCompileError as exc:
+                    raise SearchError(f"{where} selector does not compile: {exc}") from exc
+                if isinstance(result, CelRuntimeError):
+                    raise SearchError(f"{where} selector: CEL runtime error on {d.id}: {result}")
+                if not result:
+                    self.matches[(d.id, key)] = False
+                    return False
+        self.matches[(d.id, key)] = d.reaches
+        return d.reaches
+
+    def _allocate(
+        self, data: _Request, d: SearchDevice, pool: NodePool, must: bool
+    ) -> Callable[[], None] | None:
+        """allocateDevice: None when the device cannot be taken, else how to give it back."""
+        dev = d.device
+        multi = dev.allow_multiple_allocations
+        admin = data.choice.admin_access
+        if not multi and admin and d.id in self.allocating:
+            return None
+        if not admin and self._in_use(d, pool):
+            return None
+        undo: list[Callable[[], None]] = []
+
+        def rollback() -> None:
+            for step in reversed(undo):
+                step()
+
+        in_use = d.device.name in pool.allocated.capacity or self.shares.get(d.id, 0) > 0
+        if dev.consumes_counters and not (multi and in_use):
+            if not self._reserve_counters(d, pool):
+                return None
+            undo.append(lambda: self._release_counters(d, pool))
+        if untolerated(d.taints, data.choice.tolerations):
+            rollback()
+            return None
+        for c in self.constraints:
+            if not c.add(data.base, data.sub, d):
+                rollback()
+                if must:
+                    raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
+                return None
+            undo.append(partial(c.remove, data.base, data.sub))
+        if not multi:
+            self.allocating.add(d.id)
+            undo.append(lambda: self.allocating.discard(d.id))
+        used = pool.allocated.capacity.get(dev.name)
+        if request_fits(dev, data.capacities, used, self._alloc_cap(d)) is not True:
+            rollback()
+            return None
+        if multi:
+            share = taken(dev, data.capacities)
+            self._add_share(d, share, +1)
+            undo.append(lambda: self._add_share(d, share, -1))
+        self.results.append(d)
+        undo.append(self._drop_last)
+        return rollback
+
+    def _drop_last(self) -> None:
+        self.results.pop()  # undone in reverse order of allocation, as backtracking does
+
+    def _add_share(self, d: SearchDevice, share: Mapping[str, Quantity], sign: int) -> None:
+        self.shares[d.id] = self.shares.get(d.id, 0) + sign
+        into = self.allocating_capacity.setdefault(d.id, {})
+        for name, q in share.items():
+            into[name] = (into[name] + q if sign > 0 else into[name] - q) if name in into else q
+        if not self.shares[d.id]:
+            del self.allocating_capacity[d.id]
+
+    # -- counters ------------------------------------------------------------------------
+    def _reserve_counters(self, d: SearchDevice, pool: NodePool) -> bool:
+        # The allocator caches both maps under the pool's name alone, so two drivers
+        # with equally named pools share them within one Allocate call.
+        name = pool.pool
+        available = self.available.get(name)
+        if available is None:
+            available = counters_left(pool.parsed, pool.allocated) if pool.parsed else {}
+            self.available[name] = available
+        consumed = self.consumed.setdefault(name, {})
+        for key, q in d.debits:
+            consumed[key] = consumed[key] + q if key in consumed else q
+        for key, left in available.items():
+            # A counter this attempt does not touch still fails when already negative.
+            if (left < consumed[key]) if key in consumed else (left.sign() < 0):
+                self._release_counters(d, pool)
+                return False
+        return True
+
+    def _release_counters(self, d: SearchDevice, pool: NodePool) -> None:
+        consumed = self.consumed[pool.pool]
+        for key, q in d.debits:
+            consumed[key] = consumed[key] - q
