@@ -189,7 +189,7 @@ def test_cel_parity_with_the_scheduler(
     kube_cluster.create(claim("q", dc, expr), namespace=kube_namespace)
     mine = why(kube_cluster, kube_namespace, "q")["verdict"]
     assert (real, mine) in {
-        ("scheduled", "MaybeAllocatable"),
+        ("scheduled", "Allocatable"),
         ("unschedulable", "Unallocatable"),
         ("unschedulable", "Error"),
     }, (expr, real, mine)

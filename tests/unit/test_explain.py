@@ -224,3 +224,54 @@ def test_structured_output(setup: Any) -> None:
     d = ex.explain(pending("x", req("gpu", count=9)), index, classes).to_dict()
     assert d["claim"] == "default/x" and d["verdict"] == "Unallocatable"
     assert d["requests"][0]["choices"][0]["matchedDevices"] == 5
+
+
+# -- the verdict from the port of the allocator's search ----------------------------------
+
+
+def _exact(*objects: Any, claim_: ResourceClaim) -> Any:
+    w = world(CLASS, *objects)
+    results = compute_world(w)
+    index = DeviceIndex.build(results, w.taint_rules)
+    return Explainer().explain(claim_, index, w.classes, results=results, rules=w.taint_rules)
+
+
+def test_search_says_allocatable_where_the_estimate_only_hopes() -> None:
+    exp = _exact(
+        rslice("node-a", [device("gpu-0", model="A100"), device("gpu-1", model="A100")]),
+        claim_=pending("two", req("gpu", count=2)),
+    )
+    assert exp.verdict == "Allocatable" and "node-a" in exp.summary
+
+
+def test_search_refuses_a_combination_the_estimate_accepts() -> None:
+    # Two free A100s in total, but a matchAttribute constraint on clique that no two of
+    # them share: enough devices by count, no solution for the allocator.
+    exp = _exact(
+        rslice(
+            "node-a",
+            [device("gpu-0", model="A100", clique="a"), device("gpu-1", model="A100", clique="b")],
+        ),
+        claim_=pending(
+            "pair",
+            req("one", "device.attributes['gpu.example.com'].model == 'A100'"),
+            req("two", "device.attributes['gpu.example.com'].model == 'A100'"),
+            constraints=[{"matchAttribute": "gpu.example.com/clique"}],
+        ),
+    )
+    assert exp.verdict == "Unallocatable"
+
+
+def test_search_meets_a_cel_error_only_where_the_allocator_walks() -> None:
+    # gpu-0 fits first; gpu-1 lacks the attribute the selector reads, but the allocator
+    # stops at the first fit and never evaluates it.
+    exp = _exact(
+        rslice("node-a", [device("gpu-0", model="A100"), device("gpu-1")]),
+        claim_=pending("one", req("gpu", "device.attributes['gpu.example.com'].model == 'A100'")),
+    )
+    assert exp.verdict == "Allocatable"
+    exp = _exact(
+        rslice("node-a", [device("gpu-0"), device("gpu-1", model="A100")]),
+        claim_=pending("one", req("gpu", "device.attributes['gpu.example.com'].model == 'A100'")),
+    )
+    assert exp.verdict == "Error" and "aborts" in exp.summary

@@ -29,7 +29,8 @@ REASON = "DRAViewUnallocatable"
 ACTION = "Explain"
 CONTROLLER = "draview.io/operator"
 MAX_NOTE = 1024  # events.k8s.io/v1 rejects longer notes
-# Only these verdicts are worth a Warning; MaybeAllocatable means "looks fine from here".
+# Only these verdicts are worth a Warning: Allocatable means the allocator would serve the
+# claim (something else keeps it pending), Uncertain that it depends on the slice order.
 WARN_VERDICTS = frozenset({"Unallocatable", "Error"})
 
 
@@ -87,7 +88,7 @@ class PendingClaimExplainer:
         by_name = {c.name: c for c in classes}
         out: list[tuple[ResourceClaim, str]] = []
         for claim in sorted(pending, key=lambda c: c.key):
-            exp = self.explainer.explain(claim, index, by_name)
+            exp = self.explainer.explain(claim, index, by_name, results=results, rules=rules)
             key = claim_key(claim)
             if self.last.get(key) == exp.summary:
                 continue

@@ -2,10 +2,10 @@
 
 `allocatable` is the largest number of the type's devices a claim could still be given
 that the counters left can hold together, on the best single node (one claim is served
-from one node's view of the pool, never across nodes). Devices that share no counter are independent, so the
-problem splits into components; a component with up to `exact_limit` candidates is
-solved exactly (branch and bound), a larger one greedily (smallest debit first), which
-is a lower bound and is reported as method "greedy".
+from one node's view of the pool, never across nodes). Devices that share no counter are
+independent, so the problem splits into components; a component with up to
+`exact_limit` candidates is solved exactly (branch and bound), a larger one greedily
+(smallest debit first), which is a lower bound and is reported as method "greedy".
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import CelEngine
 from draview.engine.pool import PoolResult
-from draview.explain.gather import ambiguous, node_names, node_pools
+from draview.explain.gather import GatherIndex, ambiguous, node_pools
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
 
 MAX_AMBIGUOUS = 4  # pools whose count choices are combined; beyond, the first choice
@@ -32,7 +32,7 @@ class Allocatability:
 
 def _once(
     claim: ResourceClaim,
-    results: Sequence[PoolResult],
+    index: GatherIndex,
     classes: Mapping[str, DeviceClass],
     rules: Sequence[DeviceTaintRule],
     nodes: Sequence[str | None],
@@ -43,7 +43,7 @@ def _once(
     fits: list[str] = []
     unknown = False
     for node in nodes:
-        search = NodeSearch(claim, classes, node_pools(node, results, rules, which), cel, budget)
+        search = NodeSearch(claim, classes, node_pools(node, index, rules, which), cel, budget)
         try:
             outcome = search.run()
         except SearchError as exc:
@@ -71,7 +71,8 @@ def allocatable(
 ) -> Allocatability:
     """`nodes`: the nodes to try (default: every node some pool's view names)."""
     cel = cel or CelEngine()
-    tried = list(nodes) if nodes is not None else node_names(results)
+    index = GatherIndex.build(results)
+    tried = list(nodes) if nodes is not None else index.nodes()
     # Where slices disagree on resourceSliceCount the scheduler's list order picks the
     # count; every combination is tried (two counts per pool, so a handful at most).
     pools = ambiguous(results)[:MAX_AMBIGUOUS]
@@ -80,7 +81,7 @@ def allocatable(
         answers.append(
             _once(
                 claim,
-                results,
+                index,
                 classes,
                 rules,
                 tried,

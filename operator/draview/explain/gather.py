@@ -52,15 +52,38 @@ class NodePool:
     allocated: AllocatedState = field(default_factory=AllocatedState)
 
 
+@dataclass(slots=True)
+class GatherIndex:
+    """Which pools each node has a view of, built once per question: looking the views
+    up per node would cost nodes x pools."""
+
+    by_node: dict[str | None, list[tuple[PoolResult, View]]] = field(default_factory=dict)
+    # Pools a node without a view of them still gathers (through their counter slices),
+    # kept only when that is not simply ok: only then can they change an answer.
+    bystanders: list[PoolResult] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, results: Sequence[PoolResult]) -> GatherIndex:
+        index = cls()
+        for r in results:
+            p = r.prepared
+            if p is None:
+                continue
+            for v in p.views:
+                for n in v.nodes:
+                    index.by_node.setdefault(n, []).append((r, v))
+            if any(o.kind != "ok" for o in p.bystander):
+                index.bystanders.append(r)
+        return index
+
+    def nodes(self) -> list[str | None]:
+        """Every node some pool has a view for (None: a node no slice names, when draview
+        does not know the cluster's nodes)."""
+        return sorted(self.by_node, key=lambda n: (n is None, n or ""))
+
+
 def node_names(results: Sequence[PoolResult]) -> list[str | None]:
-    """Every node some pool has a view for (None: a node no slice names, when draview
-    does not know the cluster's nodes)."""
-    seen: dict[str | None, None] = {}
-    for r in results:
-        if r.prepared is not None:
-            for v in r.prepared.views:
-                seen.update(dict.fromkeys(v.nodes))
-    return sorted(seen, key=lambda n: (n is None, n or ""))
+    return GatherIndex.build(results).nodes()
 
 
 def _pick(outcomes: Sequence[Outcome], which: int) -> Outcome:
@@ -134,7 +157,7 @@ def ambiguous(results: Sequence[PoolResult]) -> list[tuple[str, str]]:
 
 def node_pools(
     node: str | None,
-    results: Sequence[PoolResult],
+    index: GatherIndex,
     rules: Sequence[DeviceTaintRule],
     which: Mapping[tuple[str, str], int] | None = None,
 ) -> list[NodePool]:
@@ -142,12 +165,16 @@ def node_pools(
     pool whose slices disagree on resourceSliceCount, the count the allocator trusts
     (an index into the sorted candidates; 0 when not given)."""
     out: list[NodePool] = []
-    for r in results:
-        if r.prepared is None:
-            continue
-        view = next((v for v in r.prepared.views if node in v.nodes), None)
+    seen: set[tuple[str, str]] = set()
+    for r, view in index.by_node.get(node, ()):
+        seen.add(r.key)
         pool = _pool(r, view, (which or {}).get(r.key, 0), rules)
         if pool is not None:
             out.append(pool)
+    for r in index.bystanders:
+        if r.key not in seen:
+            pool = _pool(r, None, (which or {}).get(r.key, 0), rules)
+            if pool is not None:
+                out.append(pool)
     out.sort(key=lambda p: (p.driver, p.pool))
     return out

@@ -6,10 +6,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
-from draview.api.taints import DeviceClass
+from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.attributes import AttrValue, attribute
 from draview.engine.nodes import device_reaches
+from draview.engine.pool import PoolResult
+from draview.explain.allocatable import Allocatability, allocatable
 from draview.explain.checks import capacity_problem, taint_text, untolerated
 from draview.explain.index import DeviceIndex, IndexedDevice
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
@@ -256,7 +258,12 @@ class Explainer:
         classes: Mapping[str, DeviceClass] | Iterable[DeviceClass],
         node: str | None = None,
         labels: Mapping[str, str] | None = None,
+        results: Sequence[PoolResult] | None = None,
+        rules: Sequence[DeviceTaintRule] = (),
     ) -> ClaimExplanation:
+        """The per-device reasons come from the index; with `results` (the pools the index
+        was built from) the verdict is the allocator's own answer, from the port of its
+        search (explain/search.py), on `node` or on every node."""
         by_name = classes if isinstance(classes, Mapping) else {c.name: c for c in classes}
         out = ClaimExplanation(claim.namespace, claim.name, claim.allocated, node)
         for req in claim.requests:
@@ -272,7 +279,30 @@ class Explainer:
             if problem is not None:
                 out.constraint_problems.append(problem)
         self._verdict(out)
+        if results is not None and not out.allocated:
+            nodes = [node] if node is not None else None
+            found = allocatable(claim, results, by_name, rules, nodes, self.cel)
+            self._exact(out, found)
         return out
+
+    @staticmethod
+    def _exact(out: ClaimExplanation, found: Allocatability) -> None:
+        """Replace the estimate with the search's answer; keep the estimate's words where
+        they agree, since they say which request and devices are the problem."""
+        if found.answer == "yes":
+            where = ", ".join(found.nodes[:3]) + (" and more" if len(found.nodes) > 3 else "")
+            out.verdict = "Allocatable"
+            out.summary = (
+                f"the allocator would allocate it on {where}; something other than its "
+                "devices keeps it pending (the pod's node constraints, a scheduling delay)"
+            )
+        elif found.answer == "maybe":
+            out.verdict, out.summary = "Uncertain", found.detail
+        elif found.answer == "no":
+            if found.detail.startswith("the scheduler aborts"):
+                out.verdict, out.summary = "Error", found.detail
+            elif out.verdict not in ("Unallocatable", "Error"):
+                out.verdict, out.summary = "Unallocatable", found.detail
 
     @staticmethod
     def _verdict(out: ClaimExplanation) -> None:

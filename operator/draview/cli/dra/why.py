@@ -125,9 +125,12 @@ def run(args: argparse.Namespace, source: Source) -> int:
     namespace = args.namespace or source.default_namespace()
     claim = _claim(source, args.claim, namespace)
     world = source.world()
-    index = DeviceIndex.build(source.results(), world.taint_rules)
+    results = source.results()
+    index = DeviceIndex.build(results, world.taint_rules)
     labels = source.node_labels(args.node) if args.node else {}
-    exp = Explainer().explain(claim, index, world.classes, args.node, labels)
+    exp = Explainer().explain(
+        claim, index, world.classes, args.node, labels, results, world.taint_rules
+    )
     vis = Visibility(source.kubectl)
     if args.output in ("yaml", "json"):
         sys.stdout.write(dump(exp.to_dict(), args.output))
