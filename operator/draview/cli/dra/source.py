@@ -58,6 +58,23 @@ class Statuses:
         return None
 
 
+def _selects_nodes(slices: list[dict[str, Any]]) -> bool:
+    for s in slices:
+        spec = s.get("spec")
+        if not isinstance(spec, dict):
+            continue
+        if spec.get("nodeSelector"):
+            return True
+        devices = spec.get("devices")
+        if (
+            spec.get("perDeviceNodeSelection")
+            and isinstance(devices, list)
+            and any(isinstance(d, dict) and d.get("nodeSelector") for d in devices)
+        ):
+            return True
+    return False
+
+
 @dataclass
 class Source:
     kubectl: Kubectl | None
@@ -140,6 +157,13 @@ class Source:
                 *self.objects("DeviceTaintRule"),
                 *self.objects("DeviceClass"),
             ]
+            if _selects_nodes(self.objects("ResourceSlice")):
+                # Which nodes a selector reaches decides what each node's allocator sees;
+                # without them the engine assumes a node every selector matches.
+                nodes = self.objects("Node")
+                if not nodes and not self.offline:
+                    self._warn("cannot list Nodes: node selectors are assumed to match")
+                objs.extend(nodes)
             self._world = build_world(objs)
             for problem in self._world.problems:
                 self._warn(str(problem))
