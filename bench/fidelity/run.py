@@ -18,9 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.fidelity.harness import compare_devices, device_case, engine_verdicts  # noqa: E402
-from tests.fidelity.oracle import Oracle  # noqa: E402
-from tests.fidelity.worldgen import generate  # noqa: E402
+from tests.fidelity.harness import (
+    claims_case,
+    compare_claims,
+    compare_devices,
+    compare_partitions,
+    device_case,
+    engine_verdicts,
+    partition_case,
+    reduce,
+)
+from tests.fidelity.oracle import Oracle
+from tests.fidelity.worldgen import generate
 
 BATCH = 200
 
@@ -30,6 +39,9 @@ def main() -> int:
     ap.add_argument("--worlds", type=int, default=10_000)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--claims", action="store_true", help="also every pending claim (`why`) and partition"
+    )
     args = ap.parse_args()
     started = time.monotonic()
     totals: Counter[str] = Counter()
@@ -50,6 +62,28 @@ def main() -> int:
                 totals["disagreements"] += len(diffs)
                 totals["worlds_with_disagreements"] += bool(diffs)
                 examples.extend(f"seed {world.seed}: {d}" for d in diffs[: 3 - len(examples)])
+            if args.claims:
+                answers = oracle.ask_many(
+                    [claims_case(str(w.seed), w.objects, w.pending) for w in worlds]
+                )
+                for world, answer in zip(worlds, answers, strict=True):
+                    cdiffs, unknown = compare_claims(world.objects, world.pending, answer)
+                    totals["claims"] += len(answer["probes"])
+                    totals["claims_order_dependent"] += sum(
+                        reduce(p["nodes"]) == "maybe" for p in answer["probes"]
+                    )
+                    totals["claims_undecided"] += unknown
+                    totals["claim_disagreements"] += len(cdiffs)
+                    examples.extend(f"seed {world.seed}: {d}" for d in cdiffs[:1])
+                cases = [
+                    partition_case(str(w.seed), w.objects, w.partition_attributes) for w in worlds
+                ]
+                answers = oracle.ask_many([case for case, _ in cases])
+                for world, (_, expect), answer in zip(worlds, cases, answers, strict=True):
+                    pdiffs = compare_partitions(expect, answer)
+                    totals["partition_probes"] += len(expect)
+                    totals["partition_disagreements"] += len(pdiffs)
+                    examples.extend(f"seed {world.seed}: {d}" for d in pdiffs[:1])
     out = {
         **totals,
         "seconds": round(time.monotonic() - started, 1),
@@ -60,7 +94,8 @@ def main() -> int:
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
-    return 1 if totals["disagreements"] else 0
+    bad = totals["disagreements"] + totals["claim_disagreements"]
+    return 1 if bad + totals["partition_disagreements"] else 0
 
 
 if __name__ == "__main__":
