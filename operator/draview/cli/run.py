@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import socket
 import sys
@@ -121,6 +122,41 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="this replica's name in the Lease (DRAVIEW_IDENTITY)",
     )
     p.add_argument(
+        "--lease-duration",
+        type=_positive,
+        default=_env("LEASE_DURATION", "15"),
+        help="seconds a Lease that stopped changing stays another replica's "
+        "(DRAVIEW_LEASE_DURATION, default 15)",
+    )
+    p.add_argument(
+        "--renew-deadline",
+        type=_positive,
+        default=_env("RENEW_DEADLINE", "10"),
+        help="seconds without a successful renewal after which the leader stops writing "
+        "and steps down; under --lease-duration (DRAVIEW_RENEW_DEADLINE, default 10)",
+    )
+    p.add_argument(
+        "--retry-period",
+        type=_positive,
+        default=_env("RETRY_PERIOD", "2"),
+        help="seconds between Lease renewals or acquisition attempts "
+        "(DRAVIEW_RETRY_PERIOD, default 2)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=_positive,
+        default=_env("SHUTDOWN_TIMEOUT", "20"),
+        help="seconds SIGTERM allows for writing what is pending, under the pod's "
+        "terminationGracePeriodSeconds (DRAVIEW_SHUTDOWN_TIMEOUT, default 20)",
+    )
+    p.add_argument(
+        "--max-object-bytes",
+        type=int,
+        default=int(_env("MAX_OBJECT_BYTES", "1000000")),
+        help="largest status object written, as JSON; bigger ones list fewer allocations "
+        "per device, then fewer validation errors (DRAVIEW_MAX_OBJECT_BYTES, default 1000000)",
+    )
+    p.add_argument(
         "--partition-attribute",
         action="append",
         default=[a for a in _env("PARTITION_ATTRIBUTES", "").split(",") if a],
@@ -181,10 +217,14 @@ def run(args: argparse.Namespace) -> int:
         or args.write_concurrency < 1
         or not 1 <= args.max_allocations <= 1024
         or not 0 < args.port < 65536
+        or not 10_000 <= args.max_object_bytes <= 1_500_000
+        or not args.retry_period < args.renew_deadline < args.lease_duration
     ):
         print(
             "draview run: --burst and --write-concurrency must be at least 1, "
-            "--max-allocations 1 to 1024 (the CRD's limit), --port a TCP port",
+            "--max-allocations 1 to 1024 (the CRD's limit), --port a TCP port, "
+            "--max-object-bytes 10000 to 1500000, and "
+            "--retry-period < --renew-deadline < --lease-duration",
             file=sys.stderr,
         )
         return 2
@@ -201,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
             claim_events=args.claim_events,
             pending_threshold=float(args.pending_threshold),
             explain_interval=float(args.explain_interval),
+            max_object_bytes=args.max_object_bytes,
         ),
         qps=float(args.qps),
         burst=args.burst,
@@ -212,8 +253,15 @@ def run(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,
         identity=args.identity,
+        lease_duration=float(args.lease_duration),
+        renew_deadline=float(args.renew_deadline),
+        retry_period=float(args.retry_period),
+        shutdown_timeout=float(args.shutdown_timeout),
     )
     try:
         return asyncio.run(run_operator(cfg))
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:  # anything that escaped: one clear line, non-zero exit
+        logging.getLogger("draview").critical("fatal: %s", exc, exc_info=True)
+        return 1
