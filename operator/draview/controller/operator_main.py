@@ -134,6 +134,9 @@ def _kopf_settings(settings: kopf.OperatorSettings) -> None:
 
 async def run(cfg: RunConfig) -> int:
     api = await kube.connect(cfg.kubeconfig, cfg.context)
+    # The identity in every request's user agent: the API server's audit log then names
+    # the replica behind each write.
+    api.user_agent = f"draview/{cfg.identity}"
     try:
         return await _run(cfg, api)
     finally:
