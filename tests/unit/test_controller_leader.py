@@ -68,7 +68,11 @@ class Clock:
 
 
 def elector(
-    api: FakeLeases, clock: Clock, identity: str, skew_hours: float = 0, log: list[str] | None = None
+    api: FakeLeases,
+    clock: Clock,
+    identity: str,
+    skew_hours: float = 0,
+    log: list[str] | None = None,
 ) -> LeaderElector:
     events = log if log is not None else []
     base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(hours=skew_hours)
