@@ -380,7 +380,10 @@ async def _shutdown(
 ) -> None:
     """Stop new work; pools taken for a batch but not written go back to the dirty set
     (Controller._requeue); flush them within the deadline; then hand the Lease over."""
-    running = [t for t in [*tasks, sync_task] if t is not None and t.get_name() != "kopf"]
+    # The elector keeps renewing during the flush: without it the fence would close at
+    # the renew deadline and cut the flush short.
+    keep = ("kopf", "leader")
+    running = [t for t in [*tasks, sync_task] if t is not None and t.get_name() not in keep]
     for t in running:
         t.cancel()
     await asyncio.gather(*running, return_exceptions=True)
@@ -393,8 +396,12 @@ async def _shutdown(
             "shutdown deadline passed; the next leader writes the rest",
             extra={"pools": len(ctl.dirty)},
         )
+    for t in tasks:
+        if t.get_name() == "leader":
+            t.cancel()
+            await asyncio.gather(t, return_exceptions=True)
     if elector is not None:
         await elector.release()
     kopf_task = next(t for t in tasks if t.get_name() == "kopf")
     with contextlib.suppress(Exception, asyncio.CancelledError):
-        await asyncio.wait_for(kopf_task, 10)
+        await asyncio.wait_for(kopf_task, 5)  # all of it within the pod's grace period
