@@ -14,6 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 DEFAULT_MAX_OBJECT_BYTES = 1_000_000
+# The one field the budget adds to a device status (api/status.py's DeviceStatus does not
+# declare it yet; the CRD does).
+TRUNCATED_FIELD = "allocationsTruncated"
 
 
 def object_bytes(obj: Any) -> int:
@@ -69,7 +72,7 @@ def _cap_allocations(status: dict[str, Any], n: int) -> dict[str, Any]:
             devices.append(dev)
             continue
         # allocationCount is set by the engine whenever allocations are listed.
-        devices.append({**dev, "allocations": allocs[:n], "allocationsTruncated": True})
+        devices.append({**dev, "allocations": allocs[:n], TRUNCATED_FIELD: True})
     return {**status, "devices": devices}
 
 
