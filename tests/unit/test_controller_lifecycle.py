@@ -4,10 +4,11 @@ own is exit 1 with one critical line naming it."""
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 
-from draview.controller.operator_main import _wait_for_stop
+from draview.controller.operator_main import _chain_signals, _wait_for_stop
 
 
 async def forever() -> None:
@@ -57,3 +58,24 @@ async def test_kopf_returning_without_a_stop_is_fatal() -> None:
 
     stop = asyncio.Event()
     assert await _wait_for_stop(stop, [asyncio.create_task(kopf(), name="kopf")]) == 1
+
+
+def test_kopfs_signal_handlers_also_set_our_stop_flag() -> None:
+    """kopf replaces our SIGTERM handler when it starts; chained, a signal still sets the
+    stop flag, so kopf stopping on a signal is never taken for a failure."""
+    installed: dict[int, tuple[object, tuple[object, ...]]] = {}
+
+    class Loop:
+        def add_signal_handler(self, sig: int, callback: object, *args: object) -> None:
+            installed[sig] = (callback, args)
+
+    stop = asyncio.Event()
+    loop = Loop()
+    _chain_signals(loop, stop)  # type: ignore[arg-type]
+    seen: list[object] = []
+    loop.add_signal_handler(signal.SIGTERM, seen.append, "kopf's flag")
+    loop.add_signal_handler(signal.SIGHUP, seen.append, "other")
+    callback, args = installed[signal.SIGTERM]
+    callback(*args)  # type: ignore[operator]
+    assert stop.is_set() and seen == ["kopf's flag"]
+    assert installed[signal.SIGHUP] == (seen.append, ("other",))

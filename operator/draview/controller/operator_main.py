@@ -308,16 +308,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     async def login(**_: Any) -> kopf.ConnectionInfo:
         return kube.kopf_login(api)
 
-    kopf_ready = asyncio.Event()
-
-    async def take_signals_back() -> None:
-        # kopf installs its own SIGTERM/SIGINT handlers when it starts; ours must win so
-        # that a signal is told apart from kopf stopping on its own (a fatal error).
-        await kopf_ready.wait()
-        await asyncio.sleep(0.1)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-
+    _chain_signals(loop, stop)
     tasks = [
         asyncio.create_task(ctl.run_batches(), name="batches"),
         asyncio.create_task(ctl.run_explanations(), name="explanations"),
@@ -329,7 +320,6 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
                 standalone=True,
                 clusterwide=True,
                 stop_flag=stop,
-                ready_flag=kopf_ready,
             ),
             name="kopf",
         ),
@@ -340,13 +330,30 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
     else:
         become_leader()
-    signals = asyncio.create_task(take_signals_back())
     code = await _wait_for_stop(stop, tasks)
-    signals.cancel()
     log.info("stopping")
     await _shutdown(cfg, ctl, elector, tasks, sync_task)
     await runner.cleanup()
     return code
+
+
+def _chain_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """kopf installs its own SIGTERM/SIGINT handlers when it starts, replacing ours. Chain
+    them instead, so that a signal always sets our stop flag too: kopf stopping with the
+    flag unset is then certainly kopf failing, not a signal."""
+    install = loop.add_signal_handler
+
+    def add(sig: int, callback: Callable[..., object], *args: Any) -> None:
+        if sig not in (signal.SIGTERM, signal.SIGINT):
+            return install(sig, callback, *args)
+
+        def both(*a: Any) -> None:
+            stop.set()
+            callback(*a)
+
+        return install(sig, both, *args)
+
+    setattr(loop, "add_signal_handler", add)  # noqa: B010 (a method of this loop only)
 
 
 async def _wait_for_stop(stop: asyncio.Event, tasks: list[asyncio.Task[Any]]) -> int:
