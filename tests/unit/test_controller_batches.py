@@ -90,3 +90,23 @@ async def test_a_batch_cancelled_at_shutdown_puts_its_pools_back() -> None:
     writer.block = None
     assert not await ctl.flush_due()  # the final flush writes them
     assert writer.batches[-1] == ["a", "b"] and not ctl.dirty
+
+
+async def test_a_long_computation_lets_other_tasks_run() -> None:
+    """The elector's renewal must get the loop during a full sync of many pools."""
+    ctl, _ = controller(*(f"p{i:03d}" for i in range(3 * core.COMPUTE_STEP)))
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    before = turns
+    desired, _ = await ctl.compute_in_steps(ctl.store.pools())
+    task.cancel()
+    assert len(desired) == 2 * 3 * core.COMPUTE_STEP  # pool and slice status per pool
+    assert turns - before >= 2
