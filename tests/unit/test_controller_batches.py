@@ -23,12 +23,17 @@ class RecordingWriter(Writer):
         self.fail: set[str] = set()  # pools whose objects fail
         self.block: asyncio.Event | None = None
         self.entered = asyncio.Event()
+        self.removed: list[ObjKey] = []
+
+    async def load(self) -> None:
+        return None  # `known` is what the test put there
 
     async def apply(
         self, desired: Any, removed: Any, started: float | None = None
     ) -> dict[ObjKey, float]:
         desired = list(desired)
         self.batches.append(sorted({o["spec"]["pool"] for o in desired}))
+        self.removed = list(removed)
         self.entered.set()
         if self.block is not None:
             await self.block.wait()
@@ -62,6 +67,27 @@ async def test_a_pool_whose_computation_raises_does_not_stop_the_others(
     assert writer.batches == [["good"]]
     assert metrics.COMPUTE_ERRORS._value.get() == before + 1
     assert (DRIVER, "good") in ctl.results and (DRIVER, "bad") not in ctl.results
+
+
+async def test_a_full_sync_never_prunes_the_objects_of_a_pool_it_could_not_compute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctl, writer = controller("bad", "good")
+    # What the server holds: an object of the pool that will fail, and one with no source.
+    writer.known = {
+        ("resourcepoolstatuses", f"obj-{p}"): {"spec": {"driver": DRIVER, "pool": p}}
+        for p in ("bad", "gone")
+    }
+    real = core.compute_pool
+
+    def broken(key: Any, *args: Any, **kw: Any) -> Any:
+        if key[1] == "bad":
+            raise ZeroDivisionError("bug")
+        return real(key, *args, **kw)
+
+    monkeypatch.setattr(core, "compute_pool", broken)
+    await ctl.full_sync()
+    assert writer.removed == [("resourcepoolstatuses", "obj-gone")]
 
 
 async def test_a_failed_pool_backs_off_and_never_delays_another() -> None:

@@ -84,6 +84,8 @@ class Controller:
         # The write under way (a batch or a full sync): cancelled when leadership is lost.
         self.inflight: asyncio.Task[Any] | None = None
         self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
+        # Pools whose last computation raised: their objects are kept, never pruned.
+        self.broken: set[PoolKey] = set()
         self.pool_errors: dict[PoolKey, set[str]] = {}
         self.versions: dict[str, str] = {}  # uid -> resourceVersion seen
         # Shares equal values between the slices read; cleared when it grows past what
@@ -226,6 +228,7 @@ class Controller:
                 removed.extend(self.pool_objects.pop(key, ()))
                 self.pool_errors.pop(key, None)
                 self.results.pop(key, None)
+                self.broken.discard(key)
                 metrics.forget_pool(key)
                 continue
             try:
@@ -246,7 +249,9 @@ class Controller:
                 # stay as last written, and the next change to it tries again.
                 metrics.COMPUTE_ERRORS.inc()
                 log.exception("computing a pool failed", extra={"driver": key[0], "pool": key[1]})
+                self.broken.add(key)
                 continue
+            self.broken.discard(key)
             self.results[key] = result
             names = {obj_key(o) for o in objs}
             removed.extend(self.pool_objects.get(key, set()) - names)
@@ -402,7 +407,11 @@ class Controller:
         try:
             desired, removed = await self.compute_in_steps(keys)
             wanted = {obj_key(o) for o in desired}
-            orphans = [k for k in self.writer.known if k not in wanted and k[0] in PLURALS.values()]
+            orphans = [
+                k
+                for k, obj in self.writer.known.items()
+                if k not in wanted and k[0] in PLURALS.values() and not self._of_broken(obj)
+            ]
             failed = await self._write(desired, [*removed, *orphans])
         except asyncio.CancelledError:
             self._requeue(batch)
@@ -411,6 +420,10 @@ class Controller:
             log.warning("full sync left failures", extra={"count": len(failed)})
             self._retry_later(desired, failed)
         self.synced = self.leader  # leadership may have been lost while writing
+
+    def _of_broken(self, obj: dict[str, Any]) -> bool:
+        spec = obj.get("spec") or {}
+        return (spec.get("driver"), spec.get("pool")) in self.broken
 
     # -- re-list --------------------------------------------------------------------
     # A re-list heals missed watch events: every listed object is applied (unchanged
