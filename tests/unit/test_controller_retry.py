@@ -184,3 +184,20 @@ async def test_losing_leadership_cancels_writes_in_flight() -> None:
     ctl.step_down()
     assert await asyncio.wait_for(write, 1) == {}
     assert ctl.inflight is None
+
+
+async def test_forbidden_writes_block_readiness_until_one_succeeds() -> None:
+    api, clock = FakeApi(create_cluster_custom_object=[403]), Clock()
+    w = writer_with(api, clock)
+    await w.apply([named("a")], [])
+    assert w.blocked == {
+        "create resourcepoolstatuses": "RBAC forbids create on resourcepoolstatuses.draview.io"
+    }
+    await w.apply([named("b")], [])  # RBAC fixed: the next create succeeds
+    assert not w.blocked
+
+
+async def test_a_forbidden_status_update_with_a_patch_fallback_blocks_nothing() -> None:
+    w = writer_with(FakeApi(replace_cluster_custom_object_status=[403]), Clock())
+    assert await w.apply([named("a")], []) == {}
+    assert not w.blocked

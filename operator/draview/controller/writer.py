@@ -138,10 +138,14 @@ class Writer:
 
     def _block(self, what: str, message: str) -> None:
         if what not in self.blocked:
-            log.error("cannot write status: " + message, extra={"blocked": what})
+            log.error("cannot write status", extra={"blocked": what, "reason": message})
         self.blocked[what] = message
 
-    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
+    async def _call(
+        self, verb: str, kind: str, fn: Any, *args: Any, fallback: bool = False, **kw: Any
+    ) -> bytes:
+        """One request. `fallback`: the caller has another way when this is forbidden, so
+        a 403 here does not block anything."""
         await self.bucket.take()
         # Checked after the wait for a token: the fence may have closed meanwhile.
         if not self.may_write():
@@ -149,7 +153,7 @@ class Writer:
         try:
             body = await _send(verb, fn, *args, **kw)
         except ApiException as exc:
-            if exc.status == 403:
+            if exc.status == 403 and not fallback:
                 self._block(f"{verb} {kind}", f"RBAC forbids {verb} on {kind}.{API_GROUP}")
             elif exc.status == 404 and verb == "create":
                 # Nothing to create in: the CustomResourceDefinition is gone.
@@ -201,11 +205,11 @@ class Writer:
                         "metadata": {"name": name, "resourceVersion": version},
                         "status": obj["status"],
                     },
+                    fallback=True,  # a merge patch below, if RBAC allows only that
                 )
                 return
             except ApiException as exc:
                 if exc.status == 403:
-                    self.blocked.pop(f"update {plural}", None)  # not needed: patch will do
                     self.replace_status = False
                     log.warning("may not update status; first status by merge patch instead")
                 elif exc.status != 409:
