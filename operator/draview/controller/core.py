@@ -359,7 +359,8 @@ class Controller:
 
     async def explain_pending(self) -> None:
         """An Event on each claim pending past the threshold, once per new explanation."""
-        if self.post_event is None or not self.leader:
+        # Events are writes too: behind the same fence as status writes.
+        if self.post_event is None or not self.leader or not self.writer.may_write():
             return
         due = self.explainer.due(
             self.store.pending_claims(),
