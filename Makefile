@@ -58,12 +58,18 @@ demo: setup
 	. ./.demo-env && K=$$(ls -d $$HOME/.cache/draview-cluster/v*/bin)/kubectl && \
 	  $$K apply -k deploy/crds && \
 	  $$K wait --for=condition=Established --timeout=60s crd/resourceslicestatuses.draview.io crd/resourcepoolstatuses.draview.io && \
-	  (nohup draview run --leader-elect=false --port 18080 --log-format text > demo-operator.log 2>&1 &) && \
+	  { nohup draview run --leader-elect=false --port 18080 --log-format text > demo-operator.log 2>&1 & echo $$! > .demo-operator.pid; } && \
 	  $(PYTHON) e2e/load_examples.py --kubectl $$K $(DEMO_EXAMPLES:%=examples/%.yaml) && \
 	  sleep 3 && $$K get resourcepoolstatuses,resourceslicestatuses
 	@echo "then: . ./.demo-env && kubectl get rpst -o yaml"
 
+# Stops exactly the operator `make demo` started (its pid file), then waits for its
+# SIGTERM flush to end; never a pattern match that could hit someone else's process.
 demo-down:
-	-pkill -f 'draview run --leader-elect=false --port 18080'
+	-@if [ -f .demo-operator.pid ]; then \
+	  pid=$$(cat .demo-operator.pid); \
+	  kill "$$pid" 2>/dev/null && for _ in $$(seq 1 30); do kill -0 "$$pid" 2>/dev/null || break; sleep 1; done; \
+	  rm -f .demo-operator.pid; \
+	fi
 	e2e/cluster/down
 	rm -f .demo-env

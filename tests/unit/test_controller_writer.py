@@ -63,7 +63,7 @@ def writes(verb: str) -> float:
 
 
 async def put(api: FakeApi) -> None:
-    writer = Writer(api, TokenBucket(1000, 1000), retries=1)  # type: ignore[arg-type]
+    writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
     await writer.put(OBJ)
     known = writer.known[("resourcepoolstatuses", OBJ["metadata"]["name"])]
     assert known["status"] == OBJ["status"]
@@ -110,7 +110,7 @@ async def test_the_status_falls_back_to_a_merge_patch(
 
 async def test_other_failures_of_the_status_write_are_not_papered_over() -> None:
     api = FakeApi(replace_cluster_custom_object_status=[422])
-    writer = Writer(api, TokenBucket(1000, 1000), retries=1)  # type: ignore[arg-type]
+    writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
     with pytest.raises(ApiException) as caught:
         await writer.put(OBJ)
     assert caught.value.status == 422
@@ -120,7 +120,7 @@ async def test_other_failures_of_the_status_write_are_not_papered_over() -> None
 
 async def test_a_forbidden_status_update_is_not_tried_again() -> None:
     api = FakeApi(replace_cluster_custom_object_status=[403])
-    writer = Writer(api, TokenBucket(1000, 1000), retries=1)  # type: ignore[arg-type]
+    writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
     await writer.put(OBJ)
     await writer.put({**OBJ, "metadata": {**OBJ["metadata"], "name": "second"}})
     assert [c[0] for c in api.calls] == [

@@ -21,6 +21,7 @@ from draview.controller.events import PendingClaimExplainer
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
 from draview.engine.allocations import allocations_from_object
+from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
 from draview.engine.pool import PoolResult, compute_pool
@@ -36,6 +37,8 @@ class Settings:
     claim_events: bool = True
     pending_threshold: float = 60.0
     explain_interval: float = 10.0
+    # No status object may serialize to more than this (engine/budget.py).
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
 
 
 def _now() -> str:
@@ -56,6 +59,9 @@ def _rule_key(meta: dict[str, Any]) -> str:
     return str(meta.get("name"))
 
 
+# Pools computed between two yields to the event loop (about 0.1 s of CPU at most).
+COMPUTE_STEP = 50
+
 # Entries the slice interner may hold before it is cleared (see Controller.interner).
 INTERNER_MIN = 200_000
 
@@ -73,7 +79,13 @@ class Controller:
         self.writer = writer
         self.settings = settings
         self.dirty: dict[PoolKey, float] = {}
+        # Pools whose objects failed to write: not recomputed before this monotonic time.
+        self.due: dict[PoolKey, float] = {}
+        # The write under way (a batch or a full sync): cancelled when leadership is lost.
+        self.inflight: asyncio.Task[Any] | None = None
         self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
+        # Pools whose last computation raised: their objects are kept, never pruned.
+        self.broken: set[PoolKey] = set()
         self.pool_errors: dict[PoolKey, set[str]] = {}
         self.versions: dict[str, str] = {}  # uid -> resourceVersion seen
         # Shares equal values between the slices read; cleared when it grows past what
@@ -164,7 +176,10 @@ class Controller:
         exports them now)."""
         self.leader = False
         self.synced = False
+        if self.inflight is not None:
+            self.inflight.cancel()  # writes in flight stop; the new leader redoes them
         self.dirty.clear()
+        self.due.clear()
         for key in self.results:
             metrics.forget_pool(key)
         self.results.clear()
@@ -213,21 +228,31 @@ class Controller:
                 removed.extend(self.pool_objects.pop(key, ()))
                 self.pool_errors.pop(key, None)
                 self.results.pop(key, None)
+                self.broken.discard(key)
                 metrics.forget_pool(key)
                 continue
-            result = compute_pool(
-                key,
-                slices,
-                self.store.allocations_of(key),
-                rules,
-                self.store.problems_of(key),
-                self.settings.engine,
-                previous=self._previous(key),
-                now=now,
-                prepared=before.prepared if (before := self.results.get(key)) else None,
-            )
+            try:
+                result = compute_pool(
+                    key,
+                    slices,
+                    self.store.allocations_of(key),
+                    rules,
+                    self.store.problems_of(key),
+                    self.settings.engine,
+                    previous=self._previous(key),
+                    now=now,
+                    prepared=before.prepared if (before := self.results.get(key)) else None,
+                )
+                objs = result_objects(result, self.settings.max_object_bytes)
+            except Exception:
+                # A bug hit by one pool's data must not stop the others: its objects
+                # stay as last written, and the next change to it tries again.
+                metrics.COMPUTE_ERRORS.inc()
+                log.exception("computing a pool failed", extra={"driver": key[0], "pool": key[1]})
+                self.broken.add(key)
+                continue
+            self.broken.discard(key)
             self.results[key] = result
-            objs = result_objects(result)
             names = {obj_key(o) for o in objs}
             removed.extend(self.pool_objects.get(key, set()) - names)
             self.pool_objects[key] = names
@@ -242,32 +267,100 @@ class Controller:
             desired.extend(objs)
         return desired, removed
 
+    async def compute_in_steps(
+        self, keys: Iterable[PoolKey]
+    ) -> tuple[list[dict[str, Any]], list[ObjKey]]:
+        """compute() a few pools at a time, yielding in between: a full sync of thousands
+        of pools is seconds of CPU, and the Lease must be renewed (and watches read)
+        meanwhile."""
+        ordered = sorted(keys)
+        desired: list[dict[str, Any]] = []
+        removed: list[ObjKey] = []
+        for i in range(0, len(ordered), COMPUTE_STEP):
+            d, r = self.compute(ordered[i : i + COMPUTE_STEP])
+            desired += d
+            removed += r
+            if i + COMPUTE_STEP < len(ordered):
+                await asyncio.sleep(0)
+        return desired, removed
+
     async def flush(self) -> None:
         if not self.dirty or not self.leader:
             return
         async with self.write_lock:
             await self._flush()
 
+    async def flush_due(self) -> bool:
+        """Flush once (at shutdown); True while dirty pools remain that are due now."""
+        await self.flush()
+        now = time.monotonic()
+        return any(self.due.get(k, 0.0) <= now for k in self.dirty)
+
+    def _take_due(self) -> dict[PoolKey, float]:
+        """Take the dirty pools not backing off out of the dirty set."""
+        now = time.monotonic()
+        batch = {k: t for k, t in self.dirty.items() if self.due.get(k, 0.0) <= now}
+        for key in batch:
+            del self.dirty[key]
+            self.due.pop(key, None)
+        return batch
+
+    def _requeue(self, batch: dict[PoolKey, float]) -> None:
+        """Put pools back that were taken but not written (cancelled mid-write)."""
+        if not self.leader:
+            return
+        for key, seen in batch.items():
+            self.dirty[key] = min(seen, self.dirty.get(key, seen))
+
+    def _retry_later(self, desired: list[dict[str, Any]], failed: dict[ObjKey, float]) -> None:
+        """A pool whose objects failed is recomputed once the latest of them is due."""
+        by_name = {obj_key(o): o for o in desired}
+        for key, not_before in failed.items():
+            obj = by_name.get(key)
+            if obj is None:
+                continue  # a failed delete: the periodic re-list prunes it
+            pool = (obj["spec"]["driver"], obj["spec"]["pool"])
+            self.due[pool] = max(not_before, self.due.get(pool, 0.0))
+            self.mark([pool])
+
+    async def _write(
+        self, desired: list[dict[str, Any]], removed: list[ObjKey], started: float | None = None
+    ) -> dict[ObjKey, float]:
+        """Run the writes as their own task, so that losing leadership can cancel them
+        (step_down) without cancelling the loop that waits for them."""
+        task = asyncio.create_task(self.writer.apply(desired, removed, started=started))
+        self.inflight = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                raise  # we are being stopped (shutdown): the caller re-queues
+            return {}  # step_down cancelled the writes: a new leader redoes them
+        finally:
+            self.inflight = None
+
     async def _flush(self) -> None:
         if not self.dirty or not self.leader:
             return
-        batch, self.dirty = self.dirty, {}
-        oldest = min(batch.values())
-        desired, removed = self.compute(batch)
-        metrics.SYNC_TOTAL.inc()
-        failed = await self.writer.apply(desired, removed, started=oldest)
-        if failed:
-            # Recompute those pools in a later batch; the writer already backed off.
-            by_name = {obj_key(o): o for o in desired}
-            for key in failed:
-                obj = by_name.get(key)
-                if obj is not None:
-                    self.mark([(obj["spec"]["driver"], obj["spec"]["pool"])])
+        batch = self._take_due()
+        if not batch:
+            return
+        try:
+            oldest = min(batch.values())
+            desired, removed = await self.compute_in_steps(batch)
+            metrics.SYNC_TOTAL.inc()
+            failed = await self._write(desired, removed, started=oldest)
+        except asyncio.CancelledError:
+            self._requeue(batch)  # shutdown: the final flush writes them
+            raise
+        self._retry_later(desired, failed)
         metrics.QUEUE_DEPTH.labels("resourceslice_status").set(len(self.dirty))
 
     async def explain_pending(self) -> None:
         """An Event on each claim pending past the threshold, once per new explanation."""
-        if self.post_event is None or not self.leader:
+        # Events are writes too: behind the same fence as status writes.
+        if self.post_event is None or not self.leader or not self.writer.may_write():
             return
         due = self.explainer.due(
             self.store.pending_claims(),
@@ -309,15 +402,29 @@ class Controller:
         await self.writer.load()
         self.pool_objects.clear()
         keys = self.store.pools() | set(self.dirty)
+        batch = dict.fromkeys(keys, time.monotonic())
         self.dirty = {}
-        desired, removed = self.compute(keys)
-        wanted = {obj_key(o) for o in desired}
-        orphans = [k for k in self.writer.known if k not in wanted and k[0] in PLURALS.values()]
-        failed = await self.writer.apply(desired, [*removed, *orphans])
+        self.due.clear()
+        try:
+            desired, removed = await self.compute_in_steps(keys)
+            wanted = {obj_key(o) for o in desired}
+            orphans = [
+                k
+                for k, obj in self.writer.known.items()
+                if k not in wanted and k[0] in PLURALS.values() and not self._of_broken(obj)
+            ]
+            failed = await self._write(desired, [*removed, *orphans])
+        except asyncio.CancelledError:
+            self._requeue(batch)
+            raise
         if failed:
             log.warning("full sync left failures", extra={"count": len(failed)})
-            self.mark(self.store.pools())
-        self.synced = True
+            self._retry_later(desired, failed)
+        self.synced = self.leader  # leadership may have been lost while writing
+
+    def _of_broken(self, obj: dict[str, Any]) -> bool:
+        spec = obj.get("spec") or {}
+        return (spec.get("driver"), spec.get("pool")) in self.broken
 
     # -- re-list --------------------------------------------------------------------
     # A re-list heals missed watch events: every listed object is applied (unchanged

@@ -9,14 +9,17 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 
-async def serve(host: str, port: int, ready: Callable[[], bool]) -> web.AppRunner:
+async def serve(host: str, port: int, not_ready: Callable[[], str | None]) -> web.AppRunner:
+    """`not_ready()` says why the operator is not ready, or None when it is."""
+
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if ready():
+        why = not_ready()
+        if why is None:
             return web.Response(text="ok")
-        return web.Response(status=503, text="initial sync not finished")
+        return web.Response(status=503, text=why)
 
     async def metrics(_: web.Request) -> web.Response:
         # Rendering thousands of per-pool series takes long enough to stall the event

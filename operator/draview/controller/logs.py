@@ -1,24 +1,45 @@
-"""Structured logs: one JSON object (or key=value text) per line, `extra` fields kept."""
+"""Structured logs: one JSON object per line (python-json-logger), or key=value text for
+people; `extra` fields kept in both."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from typing import Any
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+from pythonjsonlogger.json import JsonFormatter
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+# Field names as before python-json-logger: dashboards and queries keep working.
+_RENAMED = {"levelname": "level", "name": "logger", "message": "msg", "exc_info": "error"}
 
 
-class _Formatter(logging.Formatter):
-    def __init__(self, as_json: bool) -> None:
-        super().__init__()
-        self.as_json = as_json
+def _ts(record: logging.LogRecord) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{stamp}.{int(record.msecs):03d}Z"
 
+
+class _Json(JsonFormatter):
+    def __init__(self) -> None:
+        super().__init__(
+            "{levelname}{name}{message}", style="{", rename_fields=_RENAMED, json_default=str
+        )
+
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        log_data["ts"] = _ts(record)  # first, and in UTC with milliseconds
+        super().add_fields(log_data, record, message_dict)
+        log_data["level"] = str(log_data.get("level", "")).lower()
+        log_data.pop("taskName", None)
+
+
+class _Text(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = {k: v for k, v in vars(record).items() if k not in _STANDARD}
         base = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": _ts(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -26,8 +47,6 @@ class _Formatter(logging.Formatter):
         }
         if record.exc_info:
             base["error"] = self.formatException(record.exc_info)
-        if self.as_json:
-            return json.dumps(base, default=str)
         return " ".join(
             f"{k}={json.dumps(v, default=str) if ' ' in str(v) else v}" for k, v in base.items()
         )
@@ -35,7 +54,7 @@ class _Formatter(logging.Formatter):
 
 def setup(level: str, fmt: str) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(_Formatter(fmt == "json"))
+    handler.setFormatter(_Json() if fmt == "json" else _Text())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -21,7 +21,7 @@ UPDATE_DURATION = Histogram(
 )
 UPDATE_ERRORS = Counter(
     "dra_resourceslice_status_update_errors_total",
-    "Status writes that failed after retries",
+    "Status writes that failed, by kind and HTTP status (or timeout, connection)",
     ["kind", "code"],
 )
 SYNC_TOTAL = Counter(
@@ -43,6 +43,13 @@ VALIDATION_ERRORS = Counter(
 WRITES = Counter("draview_api_writes_total", "API writes by verb", ["verb", "kind"])
 INVALID_OBJECTS = Counter(
     "draview_invalid_objects_total", "Watched objects that could not be read", ["kind"]
+)
+COMPUTE_ERRORS = Counter(
+    "draview_pool_compute_errors_total",
+    "Pools whose computation raised (their objects stay as last written)",
+)
+TASK_FAILURES = Counter(
+    "draview_task_failures_total", "Internal tasks that failed and ended the process", ["task"]
 )
 IS_LEADER = Gauge("draview_leader", "1 while this replica holds the leader lease")
 

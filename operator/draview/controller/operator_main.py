@@ -43,6 +43,11 @@ class RunConfig:
     lease_namespace: str
     lease_name: str
     identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    # SIGTERM: time to finish pending writes, under the pod's terminationGracePeriodSeconds.
+    shutdown_timeout: float = 20.0
 
 
 def _register(registry: kopf.OperatorRegistry, ctl: Controller, versions: dict[str, str]) -> None:
@@ -129,6 +134,9 @@ def _kopf_settings(settings: kopf.OperatorSettings) -> None:
 
 async def run(cfg: RunConfig) -> int:
     api = await kube.connect(cfg.kubeconfig, cfg.context)
+    # The identity in every request's user agent: the API server's audit log then names
+    # the replica behind each write.
+    api.user_agent = f"draview/{cfg.identity}"
     try:
         return await _run(cfg, api)
     finally:
@@ -153,10 +161,13 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         versions[plural] = version
     log.info("watching", extra={"versions": versions})
 
+    elector: LeaderElector | None = None
     writer = Writer(
         client.CustomObjectsApi(api),
         TokenBucket(cfg.qps, cfg.burst),
         concurrency=cfg.write_concurrency,
+        # The fence: no write starts unless this replica provably still leads.
+        may_write=lambda: elector is None or elector.may_write(),
     )
 
     async def post(claim: ResourceClaim, message: str) -> None:
@@ -170,9 +181,17 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
 
     ctl = Controller(writer, cfg.settings, post)
     listed = False
-    runner = await serve(
-        cfg.bind_address, cfg.port, lambda: listed and (ctl.synced or not ctl.leader)
-    )
+
+    def not_ready() -> str | None:
+        if not listed:
+            return "initial list not finished"
+        if writer.blocked:  # e.g. CRDs deleted, RBAC missing: nothing can be written
+            return "cannot write status: " + "; ".join(sorted(writer.blocked.values()))
+        if ctl.leader and not ctl.synced:
+            return "initial status sync not finished"
+        return None
+
+    runner = await serve(cfg.bind_address, cfg.port, not_ready)
 
     custom = client.CustomObjectsApi(api)
 
@@ -219,8 +238,9 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         },
     )
 
-    async def become_leader() -> None:
-        ctl.leader = True
+    sync_task: asyncio.Task[None] | None = None
+
+    async def initial_sync() -> None:
         began = time.monotonic()
         await _until_done("initial status sync", ctl.full_sync)
         log.info(
@@ -228,10 +248,17 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             extra={"pools": len(ctl.results), "seconds": round(time.monotonic() - began, 1)},
         )
 
+    def become_leader() -> None:
+        # Only starts the sync: the elector goes on renewing while it runs.
+        nonlocal sync_task
+        ctl.leader = True
+        sync_task = asyncio.create_task(initial_sync(), name="initial-sync")
+
     def stop_leading() -> None:
+        if sync_task is not None:
+            sync_task.cancel()
         ctl.step_down()
 
-    elector = None
     if cfg.leader_elect:
         elector = LeaderElector(
             client.CoordinationV1Api(api),
@@ -240,10 +267,12 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             cfg.identity,
             become_leader,
             stop_leading,
+            lease_seconds=cfg.lease_duration,
+            renew_deadline=cfg.renew_deadline,
+            retry_period=cfg.retry_period,
         )
     else:
         metrics.IS_LEADER.set(1)
-        ctl.leader = True  # not ready until the sync below has written everything
 
     async def resync_loop() -> None:
         while True:
@@ -254,6 +283,14 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
                     await ctl.full_sync()
             except Exception as exc:
                 log.warning("periodic re-list failed", extra={"error": str(exc)})
+
+    async def crd_probe_loop() -> None:
+        """While a CRD is missing nothing is written; one cheap list every few seconds
+        notices it is back, and a full sync then re-creates every object."""
+        while True:
+            await asyncio.sleep(5)
+            if await writer.probe() and ctl.leader:
+                await _until_done("status sync after CRDs returned", ctl.full_sync)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -271,12 +308,19 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     async def login(**_: Any) -> kopf.ConnectionInfo:
         return kube.kopf_login(api)
 
+    _chain_signals(loop, stop)
     tasks = [
         asyncio.create_task(ctl.run_batches(), name="batches"),
         asyncio.create_task(ctl.run_explanations(), name="explanations"),
         asyncio.create_task(resync_loop(), name="resync"),
+        asyncio.create_task(crd_probe_loop(), name="crd-probe"),
         asyncio.create_task(
-            kopf.operator(registry=registry, standalone=True, clusterwide=True, stop_flag=stop),
+            kopf.operator(
+                registry=registry,
+                standalone=True,
+                clusterwide=True,
+                stop_flag=stop,
+            ),
             name="kopf",
         ),
     ]
@@ -285,22 +329,86 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     if elector is not None:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
     else:
-        tasks.append(asyncio.create_task(become_leader(), name="initial-sync"))
-    # kopf installs its own SIGTERM/SIGINT handlers and stops by itself: wake on either.
-    kopf_task = next(t for t in tasks if t.get_name() == "kopf")
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait([stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED)
-    stop.set()
-    stopper.cancel()
+        become_leader()
+    code = await _wait_for_stop(stop, tasks)
     log.info("stopping")
+    await _shutdown(cfg, ctl, elector, tasks, sync_task)
+    await runner.cleanup()
+    return code
+
+
+def _chain_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """kopf installs its own SIGTERM/SIGINT handlers when it starts, replacing ours. Chain
+    them instead, so that a signal always sets our stop flag too: kopf stopping with the
+    flag unset is then certainly kopf failing, not a signal."""
+    install = loop.add_signal_handler
+
+    def add(sig: int, callback: Callable[..., object], *args: Any) -> None:
+        if sig not in (signal.SIGTERM, signal.SIGINT):
+            return install(sig, callback, *args)
+
+        def both(*a: Any) -> None:
+            stop.set()
+            callback(*a)
+
+        return install(sig, both, *args)
+
+    setattr(loop, "add_signal_handler", add)  # noqa: B010 (a method of this loop only)
+
+
+async def _wait_for_stop(stop: asyncio.Event, tasks: list[asyncio.Task[Any]]) -> int:
+    """Wait for a signal (0) or for any task to end, which none should (1: one clear
+    line saying which and why)."""
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
     for t in tasks:
-        if t.get_name() != "kopf":
+        if not t.done():
+            continue
+        if t.get_name() == "kopf" and stop.is_set() and t.exception() is None:
+            continue  # kopf stops by itself once the stop flag is set
+        exc = None if t.cancelled() else t.exception()
+        metrics.TASK_FAILURES.labels(t.get_name()).inc()
+        log.critical(
+            "fatal: internal task ended, exiting",
+            extra={"task": t.get_name(), "error": repr(exc) if exc else "returned"},
+        )
+        stop.set()
+        return 1
+    return 0
+
+
+async def _shutdown(
+    cfg: RunConfig,
+    ctl: Controller,
+    elector: LeaderElector | None,
+    tasks: list[asyncio.Task[Any]],
+    sync_task: asyncio.Task[None] | None,
+) -> None:
+    """Stop new work; pools taken for a batch but not written go back to the dirty set
+    (Controller._requeue); flush them within the deadline; then hand the Lease over."""
+    # The elector keeps renewing during the flush: without it the fence would close at
+    # the renew deadline and cut the flush short.
+    keep = ("kopf", "leader")
+    running = [t for t in [*tasks, sync_task] if t is not None and t.get_name() not in keep]
+    for t in running:
+        t.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    try:
+        async with asyncio.timeout(cfg.shutdown_timeout):
+            while ctl.leader and ctl.dirty and await ctl.flush_due():
+                pass
+    except TimeoutError:
+        log.warning(
+            "shutdown deadline passed; the next leader writes the rest",
+            extra={"pools": len(ctl.dirty)},
+        )
+    for t in tasks:
+        if t.get_name() == "leader":
             t.cancel()
-    with contextlib.suppress(Exception):
-        await ctl.flush()  # write what is pending before handing over
+            await asyncio.gather(t, return_exceptions=True)
     if elector is not None:
         await elector.release()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
-    await runner.cleanup()
-    return 0
+    kopf_task = next(t for t in tasks if t.get_name() == "kopf")
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await asyncio.wait_for(kopf_task, 5)  # all of it within the pod's grace period

@@ -1,6 +1,8 @@
 """Write status objects: create what is missing, merge-patch only what changed, delete
-what no longer has a source. Rate-limited, retried with backoff, never writes an
-unchanged object (an unchanged world costs zero requests)."""
+what no longer has a source. Rate-limited, never writes an unchanged object (an
+unchanged world costs zero requests). Each request is tried once: a failed object backs
+off on its own (retry.py) so that it never holds up the others, and nothing is sent
+while `may_write()` (the leader's fence) is false."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
@@ -20,6 +22,7 @@ from draview.controller import metrics
 from draview.controller.kube import list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
+from draview.controller.retry import Backoffs, classify
 
 log = logging.getLogger("draview.writer")
 VERSION = "v1alpha1"
@@ -30,6 +33,12 @@ PLURALS = {
 MERGE = "application/merge-patch+json"
 FIELD_MANAGER = "draview"
 ObjKey = tuple[str, str]  # (plural, name)
+# A request that gets no answer in this long counts as a (transient) timeout.
+REQUEST_TIMEOUT = 30.0
+
+
+class NotLeader(Exception):
+    """The fence closed: this replica may not (or no longer) write."""
 
 
 def _owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -60,12 +69,13 @@ async def _send(verb: str, fn: Any, *args: Any, want_body: bool = False, **kw: A
     managedFields name who wrote what."""
     if verb != "delete":  # deletes take no field manager
         kw["field_manager"] = FIELD_MANAGER
-    resp = await fn(*args, _preload_content=False, **kw)
+    resp = await fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kw)
     try:
         if not 200 <= resp.status <= 299:
             # What kubernetes_asyncio raises itself when it reads the response.
             exc = ApiException(status=resp.status, reason=resp.reason)
             exc.body = (await resp.read()).decode(errors="replace")
+            exc.headers = getattr(resp, "headers", None)  # Retry-After
             raise exc
         return bytes(await resp.read()) if want_body else b""
     finally:
@@ -82,11 +92,20 @@ def _resource_version(body: bytes) -> str | None:
 
 class Writer:
     def __init__(
-        self, api: CustomObjectsApi, bucket: TokenBucket, retries: int = 4, concurrency: int = 64
+        self,
+        api: CustomObjectsApi,
+        bucket: TokenBucket,
+        concurrency: int = 64,
+        may_write: Callable[[], bool] = lambda: True,
+        backoffs: Backoffs[ObjKey] | None = None,
     ) -> None:
         self.api = api
         self.bucket = bucket
-        self.retries = retries
+        self.may_write = may_write
+        self.backoffs: Backoffs[ObjKey] = backoffs or Backoffs()
+        # Failures that mean draview cannot work at all (CRD not served, RBAC missing),
+        # by what is blocked; /readyz reports them. Cleared by the next success there.
+        self.blocked: dict[str, str] = {}
         # Requests in flight at once: one at a time caps throughput at 1/latency however
         # high --qps is, which made initial convergence of thousands of pools take minutes.
         self.concurrency = max(1, concurrency)
@@ -117,24 +136,33 @@ class Writer:
         cur = self.known.get(key)
         return cur.get("status") if cur else None
 
-    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
-        delay = 0.2
-        for attempt in range(self.retries + 1):
-            await self.bucket.take()
-            try:
-                body = await _send(verb, fn, *args, **kw)
-                metrics.WRITES.labels(verb, kind).inc()
-                return body
-            except ApiException as exc:
-                retryable = exc.status in (429, 500, 502, 503, 504) or exc.status == 0
-                if not retryable or attempt == self.retries:
-                    raise
-            except (TimeoutError, OSError, aiohttp.ClientError):
-                if attempt == self.retries:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-        raise RuntimeError("unreachable")
+    def _block(self, what: str, message: str) -> None:
+        if what not in self.blocked:
+            log.error("cannot write status", extra={"blocked": what, "reason": message})
+        self.blocked[what] = message
+
+    async def _call(
+        self, verb: str, kind: str, fn: Any, *args: Any, fallback: bool = False, **kw: Any
+    ) -> bytes:
+        """One request. `fallback`: the caller has another way when this is forbidden, so
+        a 403 here does not block anything."""
+        await self.bucket.take()
+        # Checked after the wait for a token: the fence may have closed meanwhile.
+        if not self.may_write():
+            raise NotLeader
+        try:
+            body = await _send(verb, fn, *args, **kw)
+        except ApiException as exc:
+            if exc.status == 403 and not fallback:
+                self._block(f"{verb} {kind}", f"RBAC forbids {verb} on {kind}.{API_GROUP}")
+            elif exc.status == 404 and verb == "create":
+                # Nothing to create in: the CustomResourceDefinition is gone.
+                self._block(kind, f"{kind}.{API_GROUP} is not served: CRD missing")
+            raise
+        metrics.WRITES.labels(verb, kind).inc()
+        self.blocked.pop(f"{verb} {kind}", None)
+        self.blocked.pop(kind, None)
+        return body
 
     async def _create(self, plural: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
@@ -177,6 +205,7 @@ class Writer:
                         "metadata": {"name": name, "resourceVersion": version},
                         "status": obj["status"],
                     },
+                    fallback=True,  # a merge patch below, if RBAC allows only that
                 )
                 return
             except ApiException as exc:
@@ -237,15 +266,11 @@ class Writer:
                         _content_type=MERGE,
                     )
         except ApiException as exc:
-            if exc.status == 404 and cur is not None:
-                # Deleted behind our back: forget it and create it next time.
-                self.known.pop(key, None)
-            metrics.UPDATE_ERRORS.labels(plural, str(exc.status)).inc()
-            log.warning(
-                "status write failed",
-                extra={"object": f"{plural}/{name}", "code": exc.status, "reason": exc.reason},
-            )
-            raise
+            if exc.status != 404 or cur is None:
+                raise
+            # Deleted behind our back: create it again (a 404 there means the CRD is gone).
+            self.known.pop(key, None)
+            await self._create(plural, obj)
         self.known[key] = _known(obj)
         return True
 
@@ -264,22 +289,49 @@ class Writer:
                 name,
             )
         except ApiException as exc:
-            if exc.status != 404:
-                metrics.UPDATE_ERRORS.labels(plural, str(exc.status)).inc()
+            if exc.status != 404:  # already gone is what we wanted
                 raise
         self.known.pop(key, None)
+
+    def _failed(self, key: ObjKey, exc: BaseException) -> float:
+        """Count, back off and (once per object and reason) log a failed write; returns
+        when the object may be tried again."""
+        failure = classify(exc)
+        plural, name = key
+        metrics.UPDATE_ERRORS.labels(plural, failure.code).inc()
+        not_before, new = self.backoffs.failed(key, failure)
+        # A missing CRD is one line (the blocked state), not one per object.
+        if new and plural not in self.blocked:
+            log.warning(
+                "status write failed; parked" if failure.permanent else "status write failed",
+                extra={
+                    "object": f"{plural}/{name}",
+                    "code": failure.code,
+                    "reason": failure.reason,
+                    "retry_in": round(not_before - self.backoffs.clock(), 1),
+                },
+            )
+        return not_before
+
+    def _deferred(self, key: ObjKey) -> float | None:
+        """When an object still backing off, or whose kind is not served, may be tried."""
+        if key[0] in self.blocked:
+            return self.backoffs.clock() + self.backoffs.policy.parked
+        return self.backoffs.not_before(key)
 
     async def apply(
         self,
         desired: Iterable[dict[str, Any]],
         removed: Iterable[ObjKey],
         started: float | None = None,
-    ) -> list[ObjKey]:
-        """Write `desired`, delete `removed`; returns the keys that failed.
+    ) -> dict[ObjKey, float]:
+        """Write `desired`, delete `removed`; returns the keys not written, each with the
+        monotonic time before which it should not be tried again.
 
         Several objects are written at once (each object's own requests stay in order);
-        the token bucket still bounds the rate."""
-        failed: list[ObjKey] = []
+        the token bucket still bounds the rate. An object that fails is not retried here:
+        waiting for it would hold up every other object of the batch."""
+        failed: dict[ObjKey, float] = {}
         errors = (TimeoutError, ApiException, OSError, aiohttp.ClientError)
         # Coroutines are created by the workers, so at most `concurrency` exist at once.
         jobs: list[tuple[ObjKey, Any, Any]] = [(obj_key(o), self.put, o) for o in desired]
@@ -291,12 +343,36 @@ class Writer:
         async def worker() -> None:
             while not queue.empty():
                 key, fn, arg = queue.get_nowait()
+                later = self._deferred(key)
+                if later is not None:
+                    failed[key] = later
+                    continue
                 try:
                     await fn(arg)
-                except errors:
-                    failed.append(key)
+                except NotLeader:
+                    failed[key] = self.backoffs.clock()
+                except errors as exc:
+                    failed[key] = self._failed(key, exc)
+                else:
+                    self.backoffs.succeeded(key)
 
         await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(jobs)))))
         if started is not None:
             metrics.UPDATE_DURATION.observe(time.monotonic() - started)
         return failed
+
+    async def probe(self) -> bool:
+        """While a kind is not served, one cheap list tells when its CRD is back; True
+        when something was unblocked (the caller then re-syncs everything)."""
+        back = False
+        for plural in [p for p in self.blocked if p in PLURALS.values()]:
+            try:
+                await self.api.list_cluster_custom_object(API_GROUP, VERSION, plural, limit=1)
+            except (TimeoutError, ApiException, OSError, aiohttp.ClientError):
+                continue
+            log.info("served again", extra={"kind": plural})
+            del self.blocked[plural]
+            back = True
+        if back:
+            self.backoffs.clear()
+        return back

@@ -14,6 +14,7 @@ from draview.api.status import (
     PoolStatusSpec,
     SliceStatusSpec,
 )
+from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES, fit_object
 from draview.engine.pool import PoolResult, SliceResult
 
 LABEL_DRIVER = f"{API_GROUP}/driver"
@@ -88,11 +89,14 @@ def pool_status_object(result: PoolResult) -> dict[str, Any]:
     }
 
 
-def result_objects(result: PoolResult) -> list[dict[str, Any]]:
-    """The pool's objects: its ResourcePoolStatus first, then one per slice by name."""
+def result_objects(
+    result: PoolResult, max_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+) -> list[dict[str, Any]]:
+    """The pool's objects: its ResourcePoolStatus first, then one per slice by name, each
+    within `max_bytes` (budget.py)."""
     out = [pool_status_object(result)]
     out.extend(slice_status_object(result, sr) for sr in sorted(result.slices, key=_by_name))
-    return out
+    return [fit_object(o, max_bytes) for o in out]
 
 
 def _by_name(sr: SliceResult) -> str:

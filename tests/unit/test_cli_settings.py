@@ -1,0 +1,60 @@
+"""`draview run` settings: flags over DRAVIEW_* over defaults, one clear line and exit 2
+for a bad value, and never a failure of a command that does not use them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from draview.cli import settings
+from draview.cli.main import build_parser, main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load(*argv: str) -> settings.RunSettings:
+    return settings.load(build_parser().parse_args(["run", *argv]))
+
+
+def test_flags_beat_variables_beat_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRAVIEW_QPS", "7")
+    monkeypatch.setenv("DRAVIEW_BURST", "9")
+    s = load("--burst", "11")
+    assert (s.qps, s.burst, s.write_concurrency) == (7.0, 11, 64)
+
+
+def test_lists_booleans_and_the_pod_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRAVIEW_PARTITION_ATTRIBUTES", "a/x,b/y")
+    monkeypatch.setenv("DRAVIEW_LEADER_ELECT", "false")
+    monkeypatch.setenv("POD_NAMESPACE", "draview")
+    s = load()
+    assert s.partition_attributes == ["a/x", "b/y"] and s.leader_elect is False
+    assert s.lease_namespace == "draview"
+    assert load("--partition-attribute", "c/z").partition_attributes == ["c/z"]
+    monkeypatch.setenv("DRAVIEW_LEASE_NAMESPACE", "explicit")
+    assert load().lease_namespace == "explicit"
+
+
+def test_a_bad_value_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DRAVIEW_BURST", "lots")
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--burst / DRAVIEW_BURST" in err and "'lots'" in err
+
+
+def test_timings_that_do_not_nest_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--renew-deadline", "20"]) == 2
+    assert "--renew-deadline < --lease-duration" in capsys.readouterr().err
+
+
+def test_a_bad_run_variable_never_breaks_analyze(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("BURST", "PORT", "LEADER_ELECT", "MAX_OBJECT_BYTES", "QPS"):
+        monkeypatch.setenv(f"DRAVIEW_{name}", "lots")
+    assert main(["analyze", str(EXAMPLES / "gpus.yaml")]) == 0
+    assert "ResourcePoolStatus" in capsys.readouterr().out
+    assert build_parser().parse_args(["run"]).func  # building the parser reads nothing

@@ -1,0 +1,138 @@
+"""Batches: a pool whose computation raises is isolated, a failed pool backs off without
+delaying others, and a batch cancelled at shutdown puts its pools back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from builders import DRIVER, device, rslice
+
+from draview.controller import core, metrics
+from draview.controller.core import Controller, Settings
+from draview.controller.ratelimit import TokenBucket
+from draview.controller.writer import ObjKey, Writer, obj_key
+
+
+class RecordingWriter(Writer):
+    def __init__(self) -> None:
+        super().__init__(None, TokenBucket(1000, 1000))  # type: ignore[arg-type]
+        self.batches: list[list[str]] = []
+        self.fail: set[str] = set()  # pools whose objects fail
+        self.block: asyncio.Event | None = None
+        self.entered = asyncio.Event()
+        self.removed: list[ObjKey] = []
+
+    async def load(self) -> None:
+        return None  # `known` is what the test put there
+
+    async def apply(
+        self, desired: Any, removed: Any, started: float | None = None
+    ) -> dict[ObjKey, float]:
+        desired = list(desired)
+        self.batches.append(sorted({o["spec"]["pool"] for o in desired}))
+        self.removed = list(removed)
+        self.entered.set()
+        if self.block is not None:
+            await self.block.wait()
+        later = time.monotonic() + 60
+        return {obj_key(o): later for o in desired if o["spec"]["pool"] in self.fail}
+
+
+def controller(*pools: str) -> tuple[Controller, RecordingWriter]:
+    writer = RecordingWriter()
+    ctl = Controller(writer, Settings(claim_events=False))
+    ctl.leader = True
+    for p in pools:
+        ctl.slice_event("ADDED", rslice(p, [device("d")], pool=p))
+    return ctl, writer
+
+
+async def test_a_pool_whose_computation_raises_does_not_stop_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = core.compute_pool
+
+    def broken(key: Any, *args: Any, **kw: Any) -> Any:
+        if key[1] == "bad":
+            raise ZeroDivisionError("bug")
+        return real(key, *args, **kw)
+
+    monkeypatch.setattr(core, "compute_pool", broken)
+    ctl, writer = controller("bad", "good")
+    before = metrics.COMPUTE_ERRORS._value.get()
+    await ctl.flush()
+    assert writer.batches == [["good"]]
+    assert metrics.COMPUTE_ERRORS._value.get() == before + 1
+    assert (DRIVER, "good") in ctl.results and (DRIVER, "bad") not in ctl.results
+
+
+async def test_a_full_sync_never_prunes_the_objects_of_a_pool_it_could_not_compute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctl, writer = controller("bad", "good")
+    # What the server holds: an object of the pool that will fail, and one with no source.
+    writer.known = {
+        ("resourcepoolstatuses", f"obj-{p}"): {"spec": {"driver": DRIVER, "pool": p}}
+        for p in ("bad", "gone")
+    }
+    real = core.compute_pool
+
+    def broken(key: Any, *args: Any, **kw: Any) -> Any:
+        if key[1] == "bad":
+            raise ZeroDivisionError("bug")
+        return real(key, *args, **kw)
+
+    monkeypatch.setattr(core, "compute_pool", broken)
+    await ctl.full_sync()
+    assert writer.removed == [("resourcepoolstatuses", "obj-gone")]
+
+
+async def test_a_failed_pool_backs_off_and_never_delays_another() -> None:
+    ctl, writer = controller("fails", "fine")
+    writer.fail = {"fails"}
+    await ctl.flush()
+    assert (DRIVER, "fails") in ctl.dirty and ctl.due[(DRIVER, "fails")] > time.monotonic()
+    ctl.slice_event("MODIFIED", {**rslice("fine", [device("e")], pool="fine")})
+    await ctl.flush()  # "fails" is not due: only "fine" is recomputed and written
+    assert writer.batches == [["fails", "fine"], ["fine"]]
+    ctl.due[(DRIVER, "fails")] = 0.0
+    await ctl.flush()
+    assert writer.batches[-1] == ["fails"]
+
+
+async def test_a_batch_cancelled_at_shutdown_puts_its_pools_back() -> None:
+    ctl, writer = controller("a", "b")
+    writer.block = asyncio.Event()
+    batch = asyncio.create_task(ctl.flush())
+    await writer.entered.wait()
+    assert not ctl.dirty  # taken off the dirty set for the batch
+    batch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await batch
+    assert set(ctl.dirty) == {(DRIVER, "a"), (DRIVER, "b")}
+    writer.block = None
+    assert not await ctl.flush_due()  # the final flush writes them
+    assert writer.batches[-1] == ["a", "b"] and not ctl.dirty
+
+
+async def test_a_long_computation_lets_other_tasks_run() -> None:
+    """The elector's renewal must get the loop during a full sync of many pools."""
+    ctl, _ = controller(*(f"p{i:03d}" for i in range(3 * core.COMPUTE_STEP)))
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    before = turns
+    desired, _ = await ctl.compute_in_steps(ctl.store.pools())
+    task.cancel()
+    assert len(desired) == 2 * 3 * core.COMPUTE_STEP  # pool and slice status per pool
+    assert turns - before >= 2

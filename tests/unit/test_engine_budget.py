@@ -1,0 +1,88 @@
+"""The byte budget: the worst object fits, every device stays, counts stay exact."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES, cap_errors, fit_object, object_bytes
+
+NS = "n" * 63
+CLAIM = "c" * 249  # + "-NNN" = 253 characters, the longest name
+
+
+def allocation(i: int) -> dict[str, Any]:
+    return {
+        "claimNamespace": NS,
+        "claimName": f"{CLAIM}-{i:03d}",
+        "claimUID": f"00000000-0000-0000-0000-{i:012d}",
+        "request": "r" * 63,
+        "shareID": f"00000000-0000-0000-0000-{i:012d}",
+        "capacity": {"example.com/bandwidth": "1Gi"},
+    }
+
+
+def worst_slice(devices: int = 128, shares: int = 300, errors: int = 5000) -> dict[str, Any]:
+    return {
+        "apiVersion": "draview.io/v1alpha1",
+        "kind": "ResourceSliceStatus",
+        "metadata": {"name": "s" * 253},
+        "spec": {"driver": "d" * 63, "pool": "p", "resourceSliceName": "s" * 253},
+        "status": {
+            "observedGeneration": 1,
+            "devices": [
+                {
+                    "name": f"dev-{d}",
+                    "state": "PartiallyAllocated",
+                    "allocations": [allocation(i) for i in range(shares)],
+                    "allocationCount": shares,
+                    "capacity": {"example.com/bandwidth": "1000Gi"},
+                }
+                for d in range(devices)
+            ],
+            "summary": {"totalDevices": devices},
+            "poolStatus": {
+                "conditions": [],
+                "validationErrors": [f"DanglingAllocation: {'x' * 200} {i}" for i in range(errors)],
+                "observedSliceCount": 1,
+                "expectedSliceCount": 1,
+            },
+        },
+    }
+
+
+def test_the_worst_slice_fits_and_keeps_every_device() -> None:
+    obj = worst_slice()
+    assert object_bytes(obj) > 10 * 1024 * 1024  # far over what the API server takes
+    fitted = fit_object(obj, DEFAULT_MAX_OBJECT_BYTES)
+    size = len(json.dumps(fitted).encode())  # the client's own (non-compact) encoding
+    assert size < DEFAULT_MAX_OBJECT_BYTES < 1.5 * 1024 * 1024
+    devices = fitted["status"]["devices"]
+    assert [d["name"] for d in devices] == [f"dev-{d}" for d in range(128)]
+    for d in devices:
+        assert d["allocationCount"] == 300  # exact, whatever is listed
+        assert d["allocationsTruncated"] is True
+        assert len(d["allocations"]) < 300
+    assert obj["status"]["devices"][0]["allocations"][299]  # the input is not changed
+
+
+def test_validation_errors_are_capped_with_a_count_of_the_rest() -> None:
+    obj = worst_slice(devices=2, shares=1, errors=20000)
+    fitted = fit_object(obj, 200_000)
+    errors = fitted["status"]["poolStatus"]["validationErrors"]
+    assert object_bytes(fitted) <= 200_000
+    assert 0 < len(errors) < 20000
+    assert errors[-1] == f"... and {20000 - (len(errors) - 1)} more"
+    assert errors[:-1] == obj["status"]["poolStatus"]["validationErrors"][: len(errors) - 1]
+    # Allocations go first: with only one per device there was nothing to gain there.
+    assert [len(d["allocations"]) for d in fitted["status"]["devices"]] in ([1, 1], [0, 0])
+
+
+def test_an_object_under_budget_is_returned_as_it_is() -> None:
+    obj = worst_slice(devices=2, shares=2, errors=1)
+    assert fit_object(obj, DEFAULT_MAX_OBJECT_BYTES) is obj
+
+
+def test_cap_errors() -> None:
+    assert cap_errors(["a", "b", "c"], 1) == ["a", "... and 2 more"]
+    assert cap_errors(["a"], 1) == ["a"]
