@@ -33,6 +33,8 @@ class DeviceStatus(TypedDict):
     allocations: NotRequired[list[Allocation]]
     # How many allocations exist when `allocations` was capped to keep objects small.
     allocationCount: NotRequired[int]
+    # True when `allocations` lists fewer than allocationCount (engine/budget.py).
+    allocationsTruncated: NotRequired[bool]
     capacity: NotRequired[dict[str, str]]
     availableCapacity: NotRequired[dict[str, str]]
 
