@@ -30,6 +30,7 @@ RANKS = {
     "Tainted": 6,
     "CounterOvercommitted": 7,
     "InsufficientSharedCapacity": 8,
+    "CountersChargedPerShare": 8,
     "CapacitySourceInUse": 9,
     "UnsupportedNodeSelector": 10,
 }
@@ -114,6 +115,11 @@ class ViewCheck:
                 need[key] = need[key] + q if key in need else q
             for key, q in need.items():
                 if key in self.left and self.left[key] < q:
+                    # Shares without consumedCapacity (what the scheduler writes for a
+                    # device without capacity) do not count as "already shared", so the
+                    # allocator charges the counters again for every share: upstream.
+                    if dev.allow_multiple_allocations and name in state.shared:
+                        return "CountersChargedPerShare"
                     return "InsufficientSharedCapacity"
             if self.overcommitted:
                 return "CounterOvercommitted"
