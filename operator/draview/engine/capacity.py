@@ -133,12 +133,15 @@ def probe_requests(dev: Device) -> dict[str, Quantity] | None:
 
 def capacity_fits(dev: Device, used: Mapping[str, Quantity] | None) -> bool:
     """Whether draview's probe fits the device; `used` is what shares already hold."""
-    if not used and not dev.allow_multiple_allocations:
-        # Each capacity is taken whole: it fits unless a policy says otherwise (the API
-        # allows policies on shareable devices only; offline input may have them). The
-        # common case, every claim change for every device, parses nothing.
-        if not any(_has_policy(cap) for cap in dev.capacity.values()):
-            return True
+    # Each capacity of a device that is not shared is taken whole: it fits unless a policy
+    # says otherwise (the API allows policies on shareable devices only; offline input
+    # may have them). The common case, every claim change for every device, parses nothing.
+    if (
+        not used
+        and not dev.allow_multiple_allocations
+        and not any(_has_policy(cap) for cap in dev.capacity.values())
+    ):
+        return True
     return request_fits(dev, probe_requests(dev), used) is True
 
 
