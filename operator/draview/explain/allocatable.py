@@ -43,20 +43,24 @@ def _once(
     fits: list[str] = []
     unknown = False
     for node in nodes:
+        # One budget for the whole question: a search that explodes on one node must not
+        # be allowed to do so on every other node too.
         search = NodeSearch(claim, classes, node_pools(node, index, rules, which), cel, budget)
         try:
             outcome = search.run()
+            budget = search.budget
         except SearchError as exc:
             return Allocatability("no", f"the scheduler aborts: {exc}")
         except BudgetExceeded:
             unknown = True
-            continue
+            break
         if outcome == "ok":
             fits.append(node or "any node")
+    if unknown:
+        # Even with a fit somewhere, a node not searched could abort the attempt.
+        return Allocatability("unknown", "the search for a solution was cut short")
     if fits:
         return Allocatability("yes", nodes=tuple(fits))
-    if unknown:
-        return Allocatability("unknown", "the search for a solution was cut short")
     return Allocatability("no", "no node has devices that satisfy every request")
 
 
@@ -67,7 +71,7 @@ def allocatable(
     rules: Sequence[DeviceTaintRule] = (),
     nodes: Sequence[str | None] | None = None,
     cel: CelEngine | None = None,
-    budget: int = 200_000,
+    budget: int = 500_000,
 ) -> Allocatability:
     """`nodes`: the nodes to try (default: every node some pool's view names)."""
     cel = cel or CelEngine()
