@@ -35,8 +35,8 @@ from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
-from draview.engine.verdict import AllocatedState, judge
-from draview.engine.views import Outcome, View, build_views, bystander
+from draview.engine.verdict import AllocatedState, counters_left, judge
+from draview.engine.views import Outcome, Parser, View, build_views, bystander
 from draview.quantity import Quantity
 
 
@@ -142,11 +142,19 @@ class _PoolComputation:
         self.sets = _counter_sets(parsed, self.consumed, self.left)
         self.judgement = judge(
             prepared.views,
-            lambda i, j: flat[i].devices[j],
+            flat,
             self.alloc,
-            self._tainted,
+            self._tainted if rules or prepared.has_taints else None,
             self.composite.blocked,
+            self._left_for,
         )
+
+    def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, Quantity]:
+        # The view of almost every pool is its newest slices, already counted above
+        # (without duplicates, counting by name and by instance agree).
+        if parsed is self.parsed and not parsed.errors:
+            return self.left
+        return counters_left(parsed, self.alloc)
 
     def debits(self, i: int, j: int) -> list[tuple[CounterKey, Quantity]]:
         """What the device debits, as the first node view that hands it out parses it."""
@@ -160,7 +168,8 @@ class _PoolComputation:
         return is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules))
 
     def state(self, at: tuple[int, int], dev: Device) -> tuple[DeviceState, str | None]:
-        verdict, reason = self.judgement.verdict(at)
+        found = self.judgement.verdicts.get(at)
+        verdict, reason = found if found is not None else self.judgement.verdict(at)
         name = dev.name
         if verdict == "yes":
             return ("PartiallyAllocated" if name in self.in_use else "Available"), None
@@ -240,6 +249,7 @@ class PreparedPool:
     flat: list[FlatSlice]  # current + stale: the slice indices the views use
     parsed: ParsedPool  # the newest generation's slices taken together: counters shown
     views: tuple[View, ...]
+    has_taints: bool  # some device carries taints of its own
     # The pool as a node that reaches none of its devices sees it (counter slices always
     # count): only a request for all devices cares whether that is complete and valid.
     bystander: tuple[Outcome, ...]
@@ -274,8 +284,10 @@ def prepare_pool(
     stale = [flatten_slice(s) for s in ps.stale]
     parsed = parse_pool(current)
     flat = [*current, *stale]
-    views = tuple(build_views(flat, nodes))
-    by = bystander(flat)
+    parse = Parser(flat)
+    parse.seed(range(len(current)), parsed)
+    views = tuple(build_views(flat, nodes, parse))
+    by = bystander(flat, parse)
     other = [e for fs in (*current, *stale) for e in fs.errors]
     if len(ps.counts) > 1:
         other.append(
@@ -294,6 +306,7 @@ def prepare_pool(
         flat,
         parsed,
         views,
+        any(d.taints for fs in flat for d in fs.devices),
         by,
         tuple(other),
     )

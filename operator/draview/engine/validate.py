@@ -31,6 +31,29 @@ class ParsedPool:
     # Every device instance whose allocation debits the counters, duplicates included
     # (the allocator subtracts once per instance it finds).
     counted: list[tuple[str, list[tuple[CounterKey, Quantity]]]] = field(default_factory=list)
+    _needs: dict[str, list[tuple[CounterKey, Quantity]]] = field(default_factory=dict)
+    # id(capacity map) -> whether any of its capacities has a request policy. Keyed by
+    # id, which is safe while `devices` keeps every map alive.
+    _policies: dict[int, bool] = field(default_factory=dict)
+
+    def has_policy(self, dev: Device) -> bool:
+        found = self._policies.get(id(dev.capacity))
+        if found is None:
+            found = self._policies[id(dev.capacity)] = any(
+                c.request_default is not None
+                or c.valid_min is not None
+                or c.valid_max is not None
+                or c.valid_step is not None
+                or bool(c.valid_values)
+                for c in dev.capacity.values()
+            )
+        return found
+
+    def needs(self, device: str) -> list[tuple[CounterKey, Quantity]]:
+        """What one allocation of the device debits, one entry per counter (the same
+        counter set named twice in consumesCounters adds up; settled at parse time)."""
+        found = self._needs.get(device)
+        return found if found is not None else self.consumption.get(device, [])
 
 
 def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:
@@ -116,6 +139,12 @@ def parse_pool(
                 continue
             p.devices[dev.name] = (fs.slice.name, dev)
             p.consumption[dev.name] = debits
+            sets = [c.counter_set for c in dev.consumes_counters]
+            if len(sets) > 1 and len(set(sets)) < len(sets):
+                summed: dict[CounterKey, Quantity] = {}
+                for key, q in debits:
+                    summed[key] = summed[key] + q if key in summed else q
+                p._needs[dev.name] = list(summed.items())
             if id(dev.capacity) in clean_capacities:
                 continue
             before = len(errors)

@@ -8,11 +8,12 @@ allocator's skipping of incomplete and invalid pools, `deviceInUse`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from draview.api.slices import Device
 from draview.engine.capacity import capacity_fits
+from draview.engine.flatten import FlatSlice
 from draview.engine.model import AllocRef
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.views import View
@@ -34,6 +35,7 @@ RANKS = {
     "CapacitySourceInUse": 9,
     "UnsupportedNodeSelector": 10,
 }
+_YES: tuple[str, str | None] = ("yes", None)
 _KIND_REASON = {
     "obsolete": "StaleGeneration",
     "incomplete": "PoolIncomplete",
@@ -88,7 +90,7 @@ class ViewCheck:
     """One ok outcome of a view with its counters left, ready to judge devices."""
 
     parsed: ParsedPool
-    left: dict[CounterKey, Quantity]
+    left: Mapping[CounterKey, Quantity]
     overcommitted: bool
 
     def refusal(
@@ -101,8 +103,12 @@ class ViewCheck:
         name = dev.name
         if name in state.dedicated:
             return "InUse"
-        if dev.capacity and not capacity_fits(dev, state.capacity.get(name)):
-            return "InsufficientCapacity"
+        if dev.capacity:
+            used = state.capacity.get(name)
+            # A device taken whole, with nothing shared and no policy, always fits.
+            plain = not used and not dev.allow_multiple_allocations
+            if not (plain and not self.parsed.has_policy(dev)) and not capacity_fits(dev, used):
+                return "InsufficientCapacity"
         if tainted:
             return "Tainted"
         # A share that already holds capacity skips the counter check (the counters
@@ -110,11 +116,9 @@ class ViewCheck:
         if dev.consumes_counters and not (
             dev.allow_multiple_allocations and name in state.capacity
         ):
-            need: dict[CounterKey, Quantity] = {}
-            for key, q in self.parsed.consumption.get(name, ()):
-                need[key] = need[key] + q if key in need else q
-            for key, q in need.items():
-                if key in self.left and self.left[key] < q:
+            left = self.left
+            for key, q in self.parsed.needs(name):
+                if key in left and left[key] < q:
                     # Shares without consumedCapacity (what the scheduler writes for a
                     # device without capacity) do not count as "already shared", so the
                     # allocator charges the counters again for every share: upstream.
@@ -128,19 +132,23 @@ class ViewCheck:
         return None
 
 
+Verdict = tuple[str, str | None]
+
+
 @dataclass(slots=True)
 class Judgement:
     """Per device (slice index, device index): allocatable on some node for every list
-    order ("yes"), for some orders only ("maybe"), or not, with the reason."""
+    order ("yes"), for some orders only ("maybe"), or not, with the reason. Devices no
+    view hands out are absent (see `verdict`)."""
 
-    verdicts: dict[tuple[int, int], tuple[str, str | None]]
+    verdicts: dict[tuple[int, int], Verdict]
     # Per view that can hand out devices: the devices it would hand out and the counters
     # it has left, for the partition figures.
     free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]]
     # Slices that reach some node but are older than what that node's view uses.
     stale: set[int]
 
-    def verdict(self, at: tuple[int, int]) -> tuple[str, str | None]:
+    def verdict(self, at: tuple[int, int]) -> Verdict:
         found = self.verdicts.get(at)
         if found is not None:
             return found
@@ -149,43 +157,66 @@ class Judgement:
 
 def judge(
     views: Iterable[View],
-    devices: Callable[[int, int], Device],
+    flat: Sequence[FlatSlice],
     state: AllocatedState,
-    tainted: Callable[[int, int], bool],
+    tainted: Callable[[int, int], bool] | None,
     composite_blocked: Callable[[Device], bool],
+    left_for: Callable[[ParsedPool], Mapping[CounterKey, Quantity]],
 ) -> Judgement:
-    best: dict[tuple[int, int], tuple[str, str | None]] = {}
+    """`tainted` None: nothing in the pool can be tainted. `left_for` gives the counters
+    left under one parse of the pool (the caller may already have them)."""
+    best: dict[tuple[int, int], Verdict] = {}
     free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]] = []
     stale: set[int] = set()
+    blocked = composite_blocked
     for view in views:
         stale.update(view.stale)
         checks: list[ViewCheck | str] = []
         for o in view.outcomes:
             if o.kind == "ok" and o.parsed is not None:
-                left = counters_left(o.parsed, state)
+                left = left_for(o.parsed)
                 checks.append(ViewCheck(o.parsed, left, any(q.sign() < 0 for q in left.values())))
             else:
                 checks.append(_KIND_REASON[o.kind])
         free: set[tuple[int, int]] = set()
+        single = checks[0] if len(checks) == 1 else None
+        unsupported = view.unsupported
+        fresh = not best  # the first view: nothing to compare with
         for at in view.targets:
-            dev = devices(*at)
-            is_tainted = tainted(*at)
-            reasons = [
-                c if isinstance(c, str) else c.refusal(dev, state, is_tainted, composite_blocked)
-                for c in checks
-            ]
-            if at in view.unsupported:
-                reasons = [r or "UnsupportedNodeSelector" for r in reasons]
-            found = [r for r in reasons if r is not None]
-            verdict: tuple[str, str | None]
-            if not found:
-                verdict = ("yes", None)
-                free.add(at)
-            elif len(found) < len(reasons):
-                verdict = ("maybe", "InconsistentSliceCount")
+            dev = flat[at[0]].devices[at[1]]
+            is_tainted = tainted is not None and tainted(*at)
+            verdict: Verdict
+            if single is not None:
+                # One count to trust, as in almost every pool: no lists to build.
+                r = (
+                    single
+                    if isinstance(single, str)
+                    else single.refusal(dev, state, is_tainted, blocked)
+                )
+                if r is None and unsupported and at in unsupported:
+                    r = "UnsupportedNodeSelector"
+                verdict = ("no", r) if r is not None else _YES
             else:
-                verdict = ("no", max(found, key=RANKS.__getitem__))
-            best[at] = _better(best.get(at), verdict)
+                reasons = [
+                    c if isinstance(c, str) else c.refusal(dev, state, is_tainted, blocked)
+                    for c in checks
+                ]
+                if at in unsupported:
+                    reasons = [r or "UnsupportedNodeSelector" for r in reasons]
+                found = [r for r in reasons if r is not None]
+                if not found:
+                    verdict = _YES
+                elif len(found) < len(reasons):
+                    verdict = ("maybe", "InconsistentSliceCount")
+                else:
+                    verdict = ("no", max(found, key=RANKS.__getitem__))
+            if verdict is _YES:
+                free.add(at)
+            if fresh:
+                best[at] = verdict
+            else:
+                before = best.get(at)
+                best[at] = verdict if before is None else _better(before, verdict)
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
             free_by_view.append((free, first_ok.left))

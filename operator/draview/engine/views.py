@@ -116,7 +116,49 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
     return out
 
 
-def _outcome(flat: Sequence[FlatSlice], view: list[int], generation: int, count: int) -> Outcome:
+class Parser:
+    """parse_pool over sets of slice indices, each distinct set parsed once. Seeded with
+    the pool-wide parse of the newest slices, which is what almost every view needs: a
+    pool of 1,000 MIG nodes would otherwise be parsed (and held) twice."""
+
+    def __init__(self, flat: Sequence[FlatSlice]) -> None:
+        self.flat = flat
+        self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
+
+    @staticmethod
+    def key(
+        flat: Sequence[FlatSlice], view: Sequence[int], others: Sequence[int] = ()
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        counters = tuple(i for i in view if flat[i].counter_sets)
+        # A slice with both devices and counter sets cannot come from a 1.35+ API server;
+        # offline input may have them, and draview reads them as both.
+        devices = tuple(i for i in view if flat[i].devices or not flat[i].counter_sets)
+        return counters, devices, tuple(others)
+
+    def seed(self, view: Sequence[int], parsed: ParsedPool) -> None:
+        self.done[self.key(self.flat, view)] = parsed
+
+    def __call__(self, view: Sequence[int], others: Sequence[int]) -> ParsedPool:
+        key = self.key(self.flat, view, others)
+        found = self.done.get(key)
+        if found is None and not key[1]:
+            # Slices checked as "others" get fewer checks than the node's own: where the
+            # same slices passed as the node's own, the answer and the debits are the same.
+            own = self.done.get((key[0], key[2], ()))
+            if own is not None and not own.errors:
+                found = own
+        if found is None:
+            flat = self.flat
+            found = parse_pool(
+                [flat[i] for i in key[0]], [flat[i] for i in key[1]], [flat[i] for i in key[2]]
+            )
+            self.done[key] = found
+        return found
+
+
+def _outcome(
+    flat: Sequence[FlatSlice], view: list[int], generation: int, count: int, parse: Parser
+) -> Outcome:
     others: list[int] = []
     if len(view) != count:
         # checkSlicesInPool: the rest of the pool decides.
@@ -128,11 +170,7 @@ def _outcome(flat: Sequence[FlatSlice], view: list[int], generation: int, count:
             return Outcome("incomplete")
         taken = set(view)
         others = [i for i in at_gen if i not in taken]
-    # A slice with both devices and counter sets cannot come from a 1.35+ API server;
-    # offline input may have them, and draview reads them as both.
-    counter_slices = [flat[i] for i in view if flat[i].counter_sets]
-    device_slices = [flat[i] for i in view if flat[i].devices or not flat[i].counter_sets]
-    parsed = parse_pool(counter_slices, device_slices, [flat[i] for i in others])
+    parsed = parse(view, others)
     return Outcome("invalid" if parsed.errors else "ok", parsed)
 
 
@@ -141,6 +179,7 @@ def _view(
     rel: tuple[int, ...],
     reach: frozenset[tuple[int, int]],
     names: list[str | None],
+    parse: Parser,
 ) -> View:
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
@@ -154,7 +193,7 @@ def _view(
             continue
         per_device = fs.slice.per_device_node_selection and not _has_fields(fs)
         targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
-    outcomes = tuple(_outcome(flat, view, generation, c) for c in counts)
+    outcomes = tuple(_outcome(flat, view, generation, c, parse) for c in counts)
     unsupported = frozenset(at for at in targets if _multi_term(flat[at[0]], at[1]))
     return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported)
 
@@ -169,7 +208,9 @@ def _multi_term(fs: FlatSlice, j: int) -> bool:
     return not name and selector is not None and len(selector.node_selector_terms) > 1
 
 
-def build_views(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> list[View]:
+def build_views(
+    flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None, parse: Parser | None = None
+) -> list[View]:
     """One view per distinct set of slices (and per-device matches) that reaches a node."""
     groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]]], list[str | None]] = {}
     for cand in candidates(flat, nodes):
@@ -186,10 +227,11 @@ def build_views(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> 
             if matches(d.node_name, d.all_nodes, d.node_selector, cand)
         )
         groups.setdefault((rel, reach), []).append(cand.name)
-    return [_view(flat, rel, reach, names) for (rel, reach), names in groups.items()]
+    parse = parse or Parser(flat)
+    return [_view(flat, rel, reach, names, parse) for (rel, reach), names in groups.items()]
 
 
-def bystander(flat: Sequence[FlatSlice]) -> tuple[Outcome, ...]:
+def bystander(flat: Sequence[FlatSlice], parse: Parser | None = None) -> tuple[Outcome, ...]:
     """What a node that reaches only the pool's counter slices gets from GatherPools."""
     rel = [i for i, fs in enumerate(flat) if fs.counter_sets]
     if not rel:
@@ -197,4 +239,5 @@ def bystander(flat: Sequence[FlatSlice]) -> tuple[Outcome, ...]:
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
     counts = sorted({flat[i].slice.pool.resource_slice_count for i in view})
-    return tuple(_outcome(flat, view, generation, c) for c in counts)
+    parse = parse or Parser(flat)
+    return tuple(_outcome(flat, view, generation, c, parse) for c in counts)
