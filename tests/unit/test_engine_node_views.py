@@ -126,3 +126,45 @@ def test_counter_slices_count_for_every_node_and_debits_come_from_the_whole_pool
         claim("x", result("a")),
     )
     assert states(r, "b")["b"] == ("Unavailable", "InsufficientSharedCapacity")
+
+
+def _partition(r: Any, kind: str) -> dict[str, Any]:
+    return next(p for p in r.status["partitions"] if p["type"] == kind)
+
+
+def test_partition_counts_a_device_held_by_a_share_id_it_can_still_give() -> None:
+    devs = [device("a", profile="small"), device("b", profile="small")]
+    r = pool(
+        rslice("s", devs),
+        claim("x", result("a", share="s1")),
+        partition_attributes=("gpu.example.com/profile",),
+    )
+    assert _partition(r, "small")["allocatable"] == 2
+
+
+def test_partition_counts_one_node_at_a_time() -> None:
+    r = pool(
+        rslice("a", [device("a", profile="small")], node="node-a", count=2),
+        rslice("b", [device("b", profile="small")], node="node-b", count=2),
+        partition_attributes=("gpu.example.com/profile",),
+    )
+    assert _partition(r, "small")["allocatable"] == 1  # one claim is served on one node
+
+
+def test_partition_with_a_several_term_selector_is_first_fit() -> None:
+    two_terms = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+            {"matchExpressions": [{"key": "b", "operator": "Exists"}]},
+        ]
+    }
+    devs = [
+        {**device("a", profile="small"), "nodeSelector": two_terms},
+        {**device("b", profile="small"), "allNodes": True},
+    ]
+    r = pool(
+        rslice("s", devs, node=None, perDeviceNodeSelection=True),
+        node("node-a", a="1"),
+        partition_attributes=("gpu.example.com/profile",),
+    )
+    assert _partition(r, "small")["method"] == "firstFit"
