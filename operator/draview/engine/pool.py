@@ -264,16 +264,17 @@ class PreparedPool:
         )
 
     def allocator_errors(self) -> list[str]:
-        """The errors that make some node's view of the pool invalid, once each. With no
-        view at all (no node reaches the pool), those of the newest slices together."""
-        if not self.views:
-            return list(self.parsed.errors)
+        """The errors that make some node's view of the pool invalid, once each. Where no
+        view gets as far as validation (none at all, or all incomplete or obsolete),
+        those of the newest slices together: what the pool will fail on once complete."""
         seen: dict[str, None] = {}
+        validated = False
         for view in self.views:
             for o in view.outcomes:
-                if o.kind == "invalid" and o.parsed is not None:
+                if o.kind in ("ok", "invalid") and o.parsed is not None:
+                    validated = True
                     seen.update(dict.fromkeys(o.parsed.errors))
-        return list(seen)
+        return list(seen) if validated else list(self.parsed.errors)
 
 
 def prepare_pool(
