@@ -19,6 +19,7 @@ from draview.api.world import World, build_world
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
 from draview.cli.inputs import InputError, read_sources
+from draview.cli.limits import limits_from_args
 from draview.engine.pool import PoolResult
 from draview.engine.world import compute_world, world_objects
 
@@ -73,7 +74,7 @@ class Source:
     def from_args(cls, args: argparse.Namespace) -> Source:
         if args.filename:
             try:
-                return cls(None, read_sources(args.filename), live=True)
+                return cls(None, read_sources(args.filename, limits_from_args(args)), live=True)
             except InputError as exc:
                 raise CliError(str(exc)) from None
         return cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
