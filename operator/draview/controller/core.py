@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from draview.api.claims import ResourceClaim
+from draview.api.claims import ResourceClaim, read_claim
 from draview.api.fastslice import Interner, slice_from_object
 from draview.api.status import Condition
 from draview.api.taints import DeviceClass, DeviceTaintRule
-from draview.api.world import ObjectProblem, pool_of, short_error
+from draview.api.world import ObjectProblem, object_name, pool_of, short_error
 from draview.controller import metrics
 from draview.controller.events import PendingClaimExplainer
 from draview.controller.store import Store
@@ -147,16 +147,21 @@ class Controller:
         metrics.CLAIMS_TRACKED.set(len(self.store.claim_pools))
 
     def _read_claim(self, uid: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        try:
-            claim = ResourceClaim.from_object(obj)
-        except (ValidationError, AttributeError, TypeError) as exc:
+        # As offline (api.world): a damaged claim keeps its allocated devices taken and
+        # is a validation error of each pool its allocation names.
+        claim, message = read_claim(obj)
+        if message is not None:
+            name = object_name(obj)
             metrics.INVALID_OBJECTS.labels("ResourceClaim").inc()
-            log.warning(
-                "unreadable ResourceClaim",
-                extra={"object": f"{meta.get('namespace')}/{meta.get('name')}", "error": str(exc)},
-            )
+            log.warning("unreadable ResourceClaim", extra={"object": name, "error": message})
+            if claim is None:
+                self.mark(self.store.delete_claim(uid))
+                return
+            pools = sorted({(r.driver, r.pool) for r in claim.results})
+            problems = [ObjectProblem("ResourceClaim", name, message, p) for p in pools]
+            self.mark(self.store.put_claim(uid, claim, problems))
             return
+        assert claim is not None
         self.mark(self.store.put_claim(uid, claim))
 
     def step_down(self) -> None:
@@ -209,7 +214,7 @@ class Controller:
         rules = self.store.rules()
         for key in sorted(keys):
             slices = self.store.slices_of(key)
-            if not slices:
+            if not slices and not self.store.has_unreadable_slice(key):
                 removed.extend(self.pool_objects.pop(key, ()))
                 self.pool_errors.pop(key, None)
                 self.results.pop(key, None)
