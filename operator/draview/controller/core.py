@@ -17,7 +17,12 @@ from draview.api.status import Condition
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, object_name, pool_of, short_error
 from draview.controller import metrics
-from draview.controller.events import PendingClaimExplainer
+from draview.controller.events import (
+    PendingClaimExplainer,
+    SliceEvent,
+    SliceProblemReporter,
+    pool_slices,
+)
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
 from draview.engine.allocations import allocations_from_object
@@ -60,16 +65,24 @@ def _rule_key(meta: dict[str, Any]) -> str:
 INTERNER_MIN = 200_000
 
 PostEvent = Callable[[ResourceClaim, str], Awaitable[None]]
+PostSliceEvent = Callable[[SliceEvent], Awaitable[None]]
 Handler = Callable[[str, dict[str, Any]], None]  # (event type, object)
 
 
 class Controller:
     def __init__(
-        self, writer: Writer, settings: Settings, post_event: PostEvent | None = None
+        self,
+        writer: Writer,
+        settings: Settings,
+        post_event: PostEvent | None = None,
+        post_slice_event: PostSliceEvent | None = None,
     ) -> None:
         self.store = Store()
         self.post_event = post_event if settings.claim_events else None
         self.explainer = PendingClaimExplainer(threshold=settings.pending_threshold)
+        # Invalid or long-incomplete pools: Events on their slices, for driver authors.
+        self.post_slice_event = post_slice_event
+        self.slice_reporter = SliceProblemReporter(threshold=settings.pending_threshold)
         self.writer = writer
         self.settings = settings
         self.dirty: dict[PoolKey, float] = {}
@@ -286,11 +299,29 @@ class Controller:
             except Exception as exc:  # an Event is best effort; status writes matter more
                 log.warning("could not post Event", extra={"object": claim.key, "error": str(exc)})
 
+    async def report_slice_problems(self) -> None:
+        """A Warning Event on the slices of each pool problem, once per problem."""
+        if self.post_slice_event is None or not self.leader:
+            return
+        unreadable: dict[PoolKey, dict[str, str]] = {}
+        for uid, problem in self.store.problems.items():
+            if problem.pool is not None:
+                unreadable.setdefault(problem.pool, {})[problem.name] = uid
+        pools = [(r, pool_slices(r, unreadable.get(k))) for k, r in self.results.items()]
+        for ev in self.slice_reporter.due(pools):
+            try:
+                await self.post_slice_event(ev)
+            except Exception as exc:  # best effort, like claim Events
+                log.warning(
+                    "could not post Event", extra={"object": ev.slice_name, "error": str(exc)}
+                )
+
     async def run_explanations(self) -> None:
         while True:
             await asyncio.sleep(self.settings.explain_interval)
             try:
                 await self.explain_pending()
+                await self.report_slice_problems()
             except Exception:
                 log.exception("explaining pending claims failed")
 
