@@ -104,9 +104,7 @@ class Store:
 
     # -- taint rules ----------------------------------------------------------------
     def _rule_pools(self, rule: DeviceTaintRule) -> set[PoolKey]:
-        return {
-            k for k in self.pool_slices if rule.driver in (None, k[0]) and rule.pool in (None, k[1])
-        }
+        return {k for k in self.pool_slices if rule.matches(*k)}
 
     def put_taint_rule(self, name: str, rule: DeviceTaintRule) -> set[PoolKey]:
         dirty = self.delete_taint_rule(name)
