@@ -88,13 +88,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     pools = [o for o in items if o["kind"] == "ResourcePoolStatus"]
     slices = [o for o in items if o["kind"] == "ResourceSliceStatus"]
+    wide = args.output == "wide"
     parts = [
-        pools_table(pools),
+        pools_table(pools, wide),
         counters_table(pools),
         partitions_table(pools),
-        slices_table(slices),
+        slices_table(slices, wide),
     ]
-    if args.output == "wide":
-        parts.append(devices_table(slices))
+    if wide:
+        parts.append(devices_table(slices, wide))
     sys.stdout.write("\n".join(p for p in parts if p))
     return 0
