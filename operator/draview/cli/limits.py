@@ -35,16 +35,18 @@ class LimitExceeded(Exception):
 
 def check_depth(value: Any, max_depth: int, depth: int = 1) -> None:
     """Raise LimitExceeded when containers nest deeper than `max_depth`, `value` being at
-    `depth` (iterative: a deep value must not overflow the stack that checks it)."""
-    stack: list[tuple[Any, int]] = [(value, depth)]
-    while stack:
-        node, depth = stack.pop()
+    `depth`. Level by level, not recursive (a deep value must not overflow the stack that
+    checks it) and without a tuple per container: this walks every decoded JSON item."""
+    level = [value] if type(value) in (dict, list) else []
+    while level:
         if depth > max_depth:
             raise LimitExceeded(f"nested deeper than {max_depth} levels (--max-depth)")
-        if type(node) is dict:
-            stack.extend((v, depth + 1) for v in node.values() if type(v) in (dict, list))
-        elif type(node) is list:
-            stack.extend((v, depth + 1) for v in node if type(v) in (dict, list))
+        deeper: list[Any] = []
+        for node in level:
+            values = node.values() if type(node) is dict else node
+            deeper += [v for v in values if type(v) is dict or type(v) is list]
+        level = deeper
+        depth += 1
 
 
 class BoundedComposer(yaml.composer.Composer):
