@@ -111,7 +111,9 @@ class BoundedComposer(yaml.composer.Composer):
 
 def bounded_loader(limits: Limits) -> type:
     """A SafeLoader class (on libyaml's parser when present) that enforces `limits`."""
-    cparser = getattr(yaml, "CParser", None)
+    cparser = (
+        getattr(getattr(yaml, "cyaml", None), "CParser", None) if yaml.__with_libyaml__ else None
+    )
     if cparser is not None:
         bases: tuple[type, ...] = (
             BoundedComposer,
