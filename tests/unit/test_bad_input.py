@@ -280,6 +280,17 @@ def test_the_operator_reads_a_damaged_claim_like_analyze() -> None:
     assert device_states({"items": desired}) == {"gpu-0": "Allocated", "gpu-1": "Available"}
 
 
+def test_why_skips_objects_whose_metadata_is_not_a_map(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = claim("odd")
+    odd["metadata"] = ["x"]
+    path = write(tmp_path, "d.json", [odd, claim("c")])
+    assert kubectl_dra.main(["why", "other", "-n", "default", "-f", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "not found" in err and len(err.splitlines()) == 1
+
+
 def test_a_warning_never_repeats_a_huge_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
