@@ -26,7 +26,7 @@ from draview.cli.inputs import read_sources
 from draview.cli.main import main as draview_main
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
-BUDGET = int(os.environ.get("DRAVIEW_FUZZ_EXAMPLES", "150"))
+BUDGET = int(os.environ.get("DRAVIEW_FUZZ_EXAMPLES", "500"))
 FUZZ = settings(
     max_examples=BUDGET,
     deadline=None,
