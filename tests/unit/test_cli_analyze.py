@@ -62,8 +62,9 @@ def test_table(dump: Path) -> None:
     proc = analyze(str(dump), "-o", "wide")
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
-    assert lines[0].split()[:4] == ["NAME", "DRIVER", "POOL", "NODE"]
-    assert any(line.split()[2:4] == ["gpu-0", "Allocated"] for line in lines)
+    # The same columns as `kubectl dra get pools|slices|devices -o wide` (cli/views.py).
+    assert lines[0].split()[:4] == ["DRIVER", "POOL", "NODE", "TOTAL"]
+    assert any(line.split()[3:5] == ["gpu-0", "Allocated"] for line in lines)
 
 
 @pytest.mark.parametrize(

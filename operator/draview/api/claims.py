@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from draview.api.common import Model, as_str_map, cel_expressions
+from draview.api.common import Model, as_str_map, cel_expressions, error_text
 
 
 class Toleration(Model):
@@ -131,3 +131,51 @@ class ResourceClaim(Model):
                 "created": meta.get("creationTimestamp") or "",
             }
         )
+
+
+# What reading an object can raise besides pydantic's ValidationError (a ValueError): a
+# field of the wrong JSON type deep inside (a list where a map belongs).
+READ_ERRORS = (ValueError, TypeError, AttributeError, OverflowError)
+
+
+def _allocated_part(obj: dict[str, Any]) -> ResourceClaim | None:
+    """Only the claim's identity and the allocation results that can be read: the
+    devices they name are taken whatever draview thinks of the rest of the claim."""
+    meta = obj.get("metadata")
+    status = obj.get("status")
+    if not isinstance(meta, dict) or not isinstance(status, dict):
+        return None
+    allocation = status.get("allocation")
+    devices = allocation.get("devices") if isinstance(allocation, dict) else None
+    raw = devices.get("results") if isinstance(devices, dict) else None
+    if not isinstance(raw, list):
+        return None
+    results = []
+    for r in raw:
+        try:
+            results.append(AllocationResult.model_validate(r))
+        except READ_ERRORS:
+            continue
+    if not results:
+        return None
+
+    def text(key: str) -> str:
+        value = meta.get(key)
+        return value if isinstance(value, str) else ""
+
+    return ResourceClaim(
+        uid=text("uid"),
+        namespace=text("namespace"),
+        name=text("name"),
+        results=tuple(results),
+        allocated=True,
+    )
+
+
+def read_claim(obj: dict[str, Any]) -> tuple[ResourceClaim | None, str | None]:
+    """The claim and None; or, when it cannot be read, its allocated part (None if it has
+    none) and why. Offline and in the operator a damaged claim keeps its devices taken."""
+    try:
+        return ResourceClaim.from_object(obj), None
+    except READ_ERRORS as exc:
+        return _allocated_part(obj), error_text(exc)

@@ -4,7 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# What a warning may quote of the input: a value can be a megabyte (or, before the input
+# limits, a billion aliases), and a warning that repeats it is useless.
+MAX_QUOTE = 200
+
+
+def clip(text: str, limit: int = MAX_QUOTE) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def text_of(value: Any) -> str:
+    """A name or message from the input, never a huge value: non-strings by type only."""
+    return clip(value) if isinstance(value, str) else f"<{type(value).__name__}>"
+
+
+def error_text(exc: Exception) -> str:
+    """One short line for why an object could not be read."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_input=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        msg = str(first.get("msg", "invalid"))
+        return clip(f"{where}: {msg}" if where else msg)
+    return clip(str(exc) or type(exc).__name__)
+
+
+# Kubernetes integers are int64; a larger or negative generation or count would be echoed
+# into a status the API server then refuses, so the models reject it (InvalidObject).
+INT64_MAX = 2**63 - 1
+
+
+def in_int64(value: Any, low: int = 0) -> bool:
+    """Exactly an int (a bool is none) within [low, int64 max]."""
+    return type(value) is int and low <= value <= INT64_MAX
 
 
 def is_optional(value: Any, kind: type) -> bool:

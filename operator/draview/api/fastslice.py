@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from draview.api.common import Model, is_optional
+from draview.api.common import Model, in_int64, is_optional
 from draview.api.slices import (
     Capacity,
     CounterConsumption,
@@ -267,12 +267,12 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
     if not (
         type(driver) is str
         and type(pool_name) is str
-        and type(pool_generation) is int
-        and type(pool_count) is int
+        and in_int64(pool_generation)
+        and in_int64(pool_count, low=1)
         and is_optional(node_name, str)
         and type(all_nodes) is bool
         and type(per_device) is bool
-        and type(generation) is int
+        and in_int64(generation)
     ):
         return None
     raw_devices = spec.get("devices") or []

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from draview.api.common import (
+    INT64_MAX,
     Model,
     NodeSelector,
     as_str_map,
@@ -151,8 +152,9 @@ class Mixins(Model):
 
 class PoolRef(Model):
     name: str
-    generation: int = 0
-    resource_slice_count: int = Field(1, alias="resourceSliceCount")
+    generation: int = Field(0, ge=0, le=INT64_MAX)
+    # The API server requires at least one slice per pool.
+    resource_slice_count: int = Field(1, ge=1, le=INT64_MAX, alias="resourceSliceCount")
 
 
 class ResourceSlice(Model):
@@ -160,7 +162,7 @@ class ResourceSlice(Model):
 
     uid: str = ""
     name: str
-    generation: int = 0
+    generation: int = Field(0, ge=0, le=INT64_MAX)
     api_version: str = "resource.k8s.io/v1"
     driver: str
     pool: PoolRef
@@ -191,7 +193,10 @@ class ResourceSlice(Model):
     def from_object(cls, obj: dict[str, Any]) -> ResourceSlice:
         """Build from a Kubernetes object (metadata + spec) of any served version."""
         meta = obj.get("metadata") or {}
-        spec = dict(obj.get("spec") or {})
+        spec = obj.get("spec") or {}
+        if not isinstance(meta, dict) or not isinstance(spec, dict):
+            raise TypeError("metadata and spec must be objects")
+        spec = dict(spec)
         # The composite draft keeps its mixins in spec.deviceMixins; fold them into mixins.
         draft_mixins = spec.get("deviceMixins")
         if draft_mixins and not (spec.get("mixins") or {}).get("device"):

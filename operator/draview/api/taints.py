@@ -33,11 +33,13 @@ class DeviceTaintRule(Model):
             }
         )
 
-    def matches(self, driver: str, pool: str, device: str) -> bool:
+    def matches(self, driver: str, pool: str, device: str | None = None) -> bool:
+        """Whether the rule taints the device; with no device, whether it may taint some
+        device of the pool (which pools a rule change dirties)."""
         return (
             (self.driver is None or self.driver == driver)
             and (self.pool is None or self.pool == pool)
-            and (self.device is None or self.device == device)
+            and (self.device is None or device is None or self.device == device)
         )
 
 

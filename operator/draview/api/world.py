@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from draview.api.claims import ResourceClaim
+from draview.api.claims import READ_ERRORS, ResourceClaim, read_claim
+from draview.api.common import clip, error_text, text_of
 from draview.api.fastslice import Interner, slice_from_object
 from draview.api.nodes import NodeInfo
 from draview.api.slices import ResourceSlice
@@ -26,6 +27,11 @@ class ObjectProblem:
     name: str
     message: str
     pool: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        # Whatever the caller quoted from the input, a warning stays one short line.
+        object.__setattr__(self, "name", clip(self.name))
+        object.__setattr__(self, "message", clip(self.message))
 
     def __str__(self) -> str:
         return f"InvalidObject: {self.kind} {self.name}: {self.message}"
@@ -49,29 +55,44 @@ def iter_objects(docs: Iterable[Any]) -> Iterator[dict[str, Any]]:
         if not isinstance(doc, dict):
             continue
         items = doc.get("items")
-        if isinstance(items, list) and str(doc.get("kind", "List")).endswith("List"):
+        kind = doc.get("kind", "List")
+        if isinstance(items, list) and isinstance(kind, str) and kind.endswith("List"):
             yield from iter_objects(items)
         else:
             yield doc
 
 
 def short_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg"))
+    return error_text(exc)
 
 
 def pool_of(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """The (driver, pool) a slice names, when both can be read as strings."""
     spec = obj.get("spec") or {}
     pool = spec.get("pool") if isinstance(spec, dict) else None
-    if isinstance(pool, dict) and isinstance(spec.get("driver"), str):
-        return (spec["driver"], str(pool.get("name", "")))
+    name = pool.get("name", "") if isinstance(pool, dict) else None
+    if isinstance(name, str) and isinstance(spec.get("driver"), str):
+        return (spec["driver"], name)
     return None
 
 
+def object_name(obj: dict[str, Any]) -> str:
+    """`name` or `namespace/name`, short, whatever the metadata holds."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return text_of(meta)
+    name = text_of(meta.get("name", ""))
+    namespace = meta.get("namespace")
+    return f"{text_of(namespace)}/{name}" if namespace else name
+
+
 def is_resource_kind(obj: dict[str, Any], kind: str) -> bool:
-    api_version = str(obj.get("apiVersion", ""))
-    return obj.get("kind") == kind and api_version.split("/")[0] == RESOURCE_GROUP
+    api_version = obj.get("apiVersion", "")
+    return (
+        obj.get("kind") == kind
+        and isinstance(api_version, str)
+        and api_version.split("/")[0] == RESOURCE_GROUP
+    )
 
 
 def build_world(objects: Iterable[dict[str, Any]]) -> World:
@@ -90,23 +111,35 @@ def build_world(objects: Iterable[dict[str, Any]]) -> World:
                 world.nodes = []
             world.nodes.append(node)
             continue
-        if kind not in KINDS or not is_resource_kind(obj, str(kind)):
+        if not isinstance(kind, str) or kind not in KINDS or not is_resource_kind(obj, kind):
             continue
-        name = str((obj.get("metadata") or {}).get("name", ""))
+        if kind == "ResourceClaim":
+            _add_claim(world, obj)
+            continue
         try:
             if kind == "ResourceSlice":
                 world.slices.append(slice_from_object(obj, cache))
-            elif kind == "ResourceClaim":
-                world.claims.append(ResourceClaim.from_object(obj))
             elif kind == "DeviceTaintRule":
                 world.taint_rules.append(DeviceTaintRule.from_object(obj))
             else:
                 world.classes.append(DeviceClass.from_object(obj))
-        except ValidationError as exc:
+        except READ_ERRORS as exc:
             pool = pool_of(obj) if kind == "ResourceSlice" else None
-            world.problems.append(ObjectProblem(str(kind), name, short_error(exc), pool))
-        except (AttributeError, TypeError) as exc:
-            # A field of the wrong JSON type deep inside (a list where a map belongs).
-            pool = pool_of(obj) if kind == "ResourceSlice" else None
-            world.problems.append(ObjectProblem(str(kind), name, str(exc), pool))
+            world.problems.append(ObjectProblem(kind, object_name(obj), error_text(exc), pool))
     return world
+
+
+def _add_claim(world: World, obj: dict[str, Any]) -> None:
+    """A claim; a damaged one keeps the devices its allocation names taken, and each pool
+    it names gets the problem (its devices' state depends on a claim draview cannot read)."""
+    claim, message = read_claim(obj)
+    if claim is not None:
+        world.claims.append(claim)
+    if message is None:
+        return
+    pools: list[tuple[str, str] | None] = []
+    if claim is not None:
+        pools.extend(sorted({(r.driver, r.pool) for r in claim.results}))
+    name = object_name(obj)
+    for pool in pools or [None]:
+        world.problems.append(ObjectProblem("ResourceClaim", name, message, pool))

@@ -13,6 +13,7 @@ from typing import Any
 
 from celpy import celtypes
 
+from draview.api.names import split_name
 from draview.api.slices import Device
 from draview.cel.values import CelQuantity, CelSemver, CelValueError
 
@@ -58,17 +59,12 @@ def _attribute(raw: Any) -> Any:
     return None
 
 
-def _split_name(name: str, driver: str) -> tuple[str, str]:
-    domain, _, ident = name.rpartition("/")
-    return (domain or driver, ident)
-
-
 def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
     grouped: dict[str, dict[celtypes.StringType, Any]] = {}
     for name, value in items.items():
         if value is None:
             continue
-        domain, ident = _split_name(name, driver)
+        domain, ident = split_name(name, driver)
         grouped.setdefault(domain, {})[celtypes.StringType(ident)] = value
     return DomainMap(
         {celtypes.StringType(d): celtypes.MapType(vals) for d, vals in grouped.items()}

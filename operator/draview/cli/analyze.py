@@ -8,6 +8,7 @@ import sys
 
 from draview.api.world import build_world
 from draview.cli.inputs import InputError, iter_sources
+from draview.cli.limits import add_limit_flags, limits_from_args
 from draview.cli.output import as_list, write
 from draview.cli.views import (
     counters_table,
@@ -54,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help="allocations listed per device before the list is capped (default 32)",
     )
+    add_limit_flags(p.add_argument_group("input limits (bad input never crashes)"))
     p.set_defaults(func=run)
 
 
@@ -69,11 +71,12 @@ def run(args: argparse.Namespace) -> int:
     gc.disable()
     try:
         # Streamed: each object is normalised as soon as it is decoded, then dropped.
-        world = build_world(iter_sources(args.files))
+        world = build_world(iter_sources(args.files, limits_from_args(args)))
     except InputError as exc:
         print(f"draview analyze: {exc}", file=sys.stderr)
         return 2
-    for problem in world.problems:
+    # A damaged claim is a problem of each pool it names; warn once.
+    for problem in dict.fromkeys(str(p) for p in world.problems):
         print(f"draview analyze: warning: {problem}", file=sys.stderr)
     options = EngineOptions(
         partition_attributes=tuple(args.partition_attribute),
@@ -85,13 +88,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     pools = [o for o in items if o["kind"] == "ResourcePoolStatus"]
     slices = [o for o in items if o["kind"] == "ResourceSliceStatus"]
+    wide = args.output == "wide"
     parts = [
-        pools_table(pools),
+        pools_table(pools, wide),
         counters_table(pools),
         partitions_table(pools),
-        slices_table(slices),
+        slices_table(slices, wide),
     ]
-    if args.output == "wide":
-        parts.append(devices_table(slices))
+    if wide:
+        parts.append(devices_table(slices, wide))
     sys.stdout.write("\n".join(p for p in parts if p))
     return 0

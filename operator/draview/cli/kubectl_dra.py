@@ -1,6 +1,7 @@
 """`kubectl-dra`, used as `kubectl dra …`: DRA availability the way the scheduler sees it.
 
-Exit codes: 0 ok, 1 not found or a runtime error, 2 usage. Errors are one line on stderr.
+Exit codes: 0 ok, 1 not found, unreadable input (-f) or a runtime error (as kubectl), 2
+usage, 141 when the reader of stdout went away. Errors are one line on stderr.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from draview.cli.dra.common import (
     fill_defaults,
 )
 from draview.cli.dra.source import Source
+from draview.cli.output import broken_pipe
 
 PROG = "kubectl dra"
 
@@ -49,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         source = Source.from_args(args)
         code: int = args.func(args, source)
+        sys.stdout.flush()
         return code
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -57,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # `kubectl dra get devices | head`
-        return 0
+        return broken_pipe()
     except KeyboardInterrupt:
         return 130
 

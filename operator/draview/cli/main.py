@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from draview.cli import analyze, run
+from draview.cli.output import broken_pipe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return broken_pipe()
     return code
 
 

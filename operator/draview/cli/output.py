@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import Any, TextIO
 
 import yaml
@@ -56,3 +58,18 @@ def write(obj: Any, fmt: str, stream: TextIO) -> None:
             stream.write(yaml.dump([item], **_YAML))
     else:
         yaml.dump(obj, stream, **_YAML)
+
+
+# What a shell reports for a process killed by SIGPIPE (128 + 13), as `yes | head` does.
+EXIT_BROKEN_PIPE = 141
+
+
+def broken_pipe() -> int:
+    """The reader of stdout went away (`… -o json | head -1`): stop quietly. Point stdout
+    at /dev/null so the interpreter's final flush does not fail again on exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout replaced by something without a descriptor
+        pass
+    return EXIT_BROKEN_PIPE

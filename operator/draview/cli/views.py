@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from draview.cli.dra.rbac import Visibility
 from draview.cli.tables import render_table
+
+Row = list[object]
+ClaimsText = Callable[[dict[str, Any]], str]
 
 
 def _cond(status: dict[str, Any], type_: str) -> str:
-    for c in status.get("conditions") or status.get("poolStatus", {}).get("conditions", []):
-        if c.get("type") == type_:
-            return str(c.get("status"))
-    return "Unknown"
+    conds = status.get("conditions") or status.get("poolStatus", {}).get("conditions", [])
+    return next((str(c.get("status")) for c in conds if c.get("type") == type_), "Unknown")
 
 
 def summary_counts(summary: dict[str, Any]) -> list[object]:
@@ -24,80 +26,89 @@ def summary_counts(summary: dict[str, Any]) -> list[object]:
     ]
 
 
-def pools_table(pools: Sequence[dict[str, Any]]) -> str:
-    rows = []
-    for o in pools:
-        st = o.get("status", {})
-        rows.append(
-            [
-                o["metadata"]["name"],
-                o["spec"]["driver"],
-                o["spec"]["pool"],
-                o["spec"].get("nodeName", ""),
-                *summary_counts(st.get("summary", {})),
-                _cond(st, "Complete"),
-                _cond(st, "Valid"),
-            ]
-        )
-    head = [
-        "NAME",
-        "DRIVER",
-        "POOL",
-        "NODE",
-        "TOTAL",
-        "ALLOCATED",
-        "AVAILABLE",
-        "UNAVAILABLE",
-        "COMPLETE",
-        "VALID",
+# The one rendering of pools, slices and devices: `draview analyze -o table|wide` and
+# `kubectl dra get` show the same columns.
+POOL_HEAD = ["DRIVER", "POOL", "NODE", "TOTAL", "ALLOCATED", "AVAILABLE", "UNAVAILABLE"]
+POOL_HEAD += ["COMPLETE", "VALID"]
+POOL_WIDE = ["PARTIAL", "GENERATION", "SLICES", "ERRORS"]
+SLICE_HEAD = ["NAME", "DRIVER", "POOL", "NODE", "TOTAL", "ALLOCATED", "AVAILABLE", "UNAVAILABLE"]
+SLICE_WIDE = ["PARTIAL", "GENERATION"]
+DEVICE_HEAD = ["DRIVER", "POOL", "NODE", "DEVICE", "STATE", "REASON", "CLAIMS"]
+DEVICE_WIDE = ["SLICE", "CAPACITY", "AVAILABLE-CAPACITY"]
+
+
+def pool_row(o: dict[str, Any], wide: bool) -> Row:
+    status = o.get("status") or {}
+    summary = status.get("summary") or {}
+    row: Row = [
+        o["spec"]["driver"],
+        o["spec"]["pool"],
+        o["spec"].get("nodeName", ""),
+        *summary_counts(summary),
+        _cond(status, "Complete"),
+        _cond(status, "Valid"),
     ]
-    return render_table(head, rows)
+    if wide:
+        row += [
+            summary.get("partiallyAllocatedDevices", 0),
+            status.get("generation", 0),
+            f"{status.get('observedSliceCount', 0)}/{status.get('expectedSliceCount', 0)}",
+            len(status.get("validationErrors") or []),
+        ]
+    return row
 
 
-def slices_table(slices: Sequence[dict[str, Any]]) -> str:
-    rows = []
-    for o in slices:
-        st = o.get("status", {})
-        rows.append(
-            [
-                o["metadata"]["name"],
-                o["spec"]["driver"],
-                o["spec"]["pool"],
-                o["spec"].get("nodeName", ""),
-                *summary_counts(st.get("summary", {})),
-            ]
-        )
-    head = ["SLICE", "DRIVER", "POOL", "NODE", "TOTAL", "ALLOCATED", "AVAILABLE", "UNAVAILABLE"]
-    return render_table(head, rows)
-
-
-def _claims(dev: dict[str, Any]) -> str:
-    allocs = dev.get("allocations") or []
-    names = [
-        f"{a['claimNamespace']}/{a['claimName']}" + (" (admin)" if a.get("adminAccess") else "")
-        for a in allocs
+def slice_row(o: dict[str, Any], wide: bool) -> Row:
+    status = o.get("status") or {}
+    summary = status.get("summary") or {}
+    row: Row = [
+        o["metadata"]["name"],
+        o["spec"]["driver"],
+        o["spec"]["pool"],
+        o["spec"].get("nodeName", ""),
+        *summary_counts(summary),
     ]
-    more = int(dev.get("allocationCount", len(allocs))) - len(allocs)
-    if more > 0:
-        names.append(f"+{more} more")
-    return ",".join(names)
+    if wide:
+        row += [summary.get("partiallyAllocatedDevices", 0), status.get("observedGeneration")]
+    return row
 
 
-def devices_table(slices: Sequence[dict[str, Any]]) -> str:
-    rows = []
-    for o in slices:
-        for d in o.get("status", {}).get("devices", []):
-            rows.append(
-                [
-                    o["spec"]["pool"],
-                    o["metadata"]["name"],
-                    d["name"],
-                    d["state"],
-                    d.get("stateReason", ""),
-                    _claims(d),
-                ]
-            )
-    return render_table(["POOL", "SLICE", "DEVICE", "STATE", "REASON", "CLAIMS"], rows)
+def _caps(caps: dict[str, str] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((caps or {}).items()))
+
+
+def device_row(o: dict[str, Any], d: dict[str, Any], claims: ClaimsText, wide: bool) -> Row:
+    row: Row = [
+        o["spec"]["driver"],
+        o["spec"]["pool"],
+        o["spec"].get("nodeName", ""),
+        d["name"],
+        d["state"],
+        d.get("stateReason", ""),
+        claims(d),
+    ]
+    if wide:
+        row += [o["metadata"]["name"], _caps(d.get("capacity")), _caps(d.get("availableCapacity"))]
+    return row
+
+
+def pools_table(pools: Sequence[dict[str, Any]], wide: bool = False) -> str:
+    head = POOL_HEAD + (POOL_WIDE if wide else [])
+    return render_table(head, [pool_row(o, wide) for o in pools])
+
+
+def slices_table(slices: Sequence[dict[str, Any]], wide: bool = False) -> str:
+    head = SLICE_HEAD + (SLICE_WIDE if wide else [])
+    return render_table(head, [slice_row(o, wide) for o in slices])
+
+
+def devices_table(slices: Sequence[dict[str, Any]], wide: bool = False) -> str:
+    rows = [
+        device_row(o, d, Visibility(None).claims_text, wide)  # offline: every claim shown
+        for o in slices
+        for d in (o.get("status") or {}).get("devices") or []
+    ]
+    return render_table(DEVICE_HEAD + (DEVICE_WIDE if wide else []), rows)
 
 
 def partitions_table(pools: Sequence[dict[str, Any]]) -> str:

@@ -11,13 +11,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from draview.api.claims import ResourceClaim
+from draview.api.claims import ResourceClaim, read_claim
 from draview.api.fastslice import Interner, slice_from_object
 from draview.api.status import Condition
 from draview.api.taints import DeviceClass, DeviceTaintRule
-from draview.api.world import ObjectProblem, pool_of, short_error
+from draview.api.world import ObjectProblem, object_name, pool_of, short_error
 from draview.controller import metrics
-from draview.controller.events import PendingClaimExplainer
+from draview.controller.events import (
+    PendingClaimExplainer,
+    SliceEvent,
+    SliceProblemReporter,
+    pool_slices,
+)
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
 from draview.engine.allocations import allocations_from_object
@@ -66,16 +71,24 @@ COMPUTE_STEP = 50
 INTERNER_MIN = 200_000
 
 PostEvent = Callable[[ResourceClaim, str], Awaitable[None]]
+PostSliceEvent = Callable[[SliceEvent], Awaitable[None]]
 Handler = Callable[[str, dict[str, Any]], None]  # (event type, object)
 
 
 class Controller:
     def __init__(
-        self, writer: Writer, settings: Settings, post_event: PostEvent | None = None
+        self,
+        writer: Writer,
+        settings: Settings,
+        post_event: PostEvent | None = None,
+        post_slice_event: PostSliceEvent | None = None,
     ) -> None:
         self.store = Store()
         self.post_event = post_event if settings.claim_events else None
         self.explainer = PendingClaimExplainer(threshold=settings.pending_threshold)
+        # Invalid or long-incomplete pools: Events on their slices, for driver authors.
+        self.post_slice_event = post_slice_event
+        self.slice_reporter = SliceProblemReporter(threshold=settings.pending_threshold)
         self.writer = writer
         self.settings = settings
         self.dirty: dict[PoolKey, float] = {}
@@ -159,16 +172,21 @@ class Controller:
         metrics.CLAIMS_TRACKED.set(len(self.store.claim_pools))
 
     def _read_claim(self, uid: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        try:
-            claim = ResourceClaim.from_object(obj)
-        except (ValidationError, AttributeError, TypeError) as exc:
+        # As offline (api.world): a damaged claim keeps its allocated devices taken and
+        # is a validation error of each pool its allocation names.
+        claim, message = read_claim(obj)
+        if message is not None:
+            name = object_name(obj)
             metrics.INVALID_OBJECTS.labels("ResourceClaim").inc()
-            log.warning(
-                "unreadable ResourceClaim",
-                extra={"object": f"{meta.get('namespace')}/{meta.get('name')}", "error": str(exc)},
-            )
+            log.warning("unreadable ResourceClaim", extra={"object": name, "error": message})
+            if claim is None:
+                self.mark(self.store.delete_claim(uid))
+                return
+            pools = sorted({(r.driver, r.pool) for r in claim.results})
+            problems = [ObjectProblem("ResourceClaim", name, message, p) for p in pools]
+            self.mark(self.store.put_claim(uid, claim, problems))
             return
+        assert claim is not None
         self.mark(self.store.put_claim(uid, claim))
 
     def step_down(self) -> None:
@@ -224,7 +242,7 @@ class Controller:
         rules = self.store.rules()
         for key in sorted(keys):
             slices = self.store.slices_of(key)
-            if not slices:
+            if not slices and not self.store.has_unreadable_slice(key):
                 removed.extend(self.pool_objects.pop(key, ()))
                 self.pool_errors.pop(key, None)
                 self.results.pop(key, None)
@@ -374,11 +392,29 @@ class Controller:
             except Exception as exc:  # an Event is best effort; status writes matter more
                 log.warning("could not post Event", extra={"object": claim.key, "error": str(exc)})
 
+    async def report_slice_problems(self) -> None:
+        """A Warning Event on the slices of each pool problem, once per problem."""
+        if self.post_slice_event is None or not self.leader:
+            return
+        unreadable: dict[PoolKey, dict[str, str]] = {}
+        for uid, problem in self.store.problems.items():
+            if problem.pool is not None:
+                unreadable.setdefault(problem.pool, {})[problem.name] = uid
+        pools = [(r, pool_slices(r, unreadable.get(k))) for k, r in self.results.items()]
+        for ev in self.slice_reporter.due(pools):
+            try:
+                await self.post_slice_event(ev)
+            except Exception as exc:  # best effort, like claim Events
+                log.warning(
+                    "could not post Event", extra={"object": ev.slice_name, "error": str(exc)}
+                )
+
     async def run_explanations(self) -> None:
         while True:
             await asyncio.sleep(self.settings.explain_interval)
             try:
                 await self.explain_pending()
+                await self.report_slice_problems()
             except Exception:
                 log.exception("explaining pending claims failed")
 

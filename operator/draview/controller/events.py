@@ -5,13 +5,20 @@ computed pools and the DeviceClasses, it returns the claims that need a new Even
 claim pending longer than the threshold whose explanation changed since the last Event
 (at most one Event per change). `post_event()` writes it with events.k8s.io/v1, falling
 back to core/v1 on servers without it.
+
+Driver authors look at `kubectl describe resourceslice`, so `SliceProblemReporter` does
+the same for pools: one Warning Event per validation error of an invalid pool (reason =
+its prefix) and one when a pool stays incomplete past the threshold, on the slice(s) the
+problem names, once per problem, at most `per_pass` per pass (the rest come later).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -20,6 +27,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
+from draview.engine.model import PoolKey
 from draview.engine.pool import PoolResult
 from draview.explain import DeviceIndex, Explainer
 
@@ -170,4 +178,135 @@ async def post_event(
         return True
     except ApiException as exc:
         log.warning("cannot post Event", extra={"claim": claim.key, "status": exc.status})
+        return False
+
+
+# -- Events on ResourceSlices ---------------------------------------------------------
+
+INCOMPLETE = "PoolIncomplete"
+_TOKEN = re.compile(r"[^\s,:;'\"()\[\]]+")
+
+
+@dataclass(frozen=True, slots=True)
+class SliceEvent:
+    slice_name: str
+    slice_uid: str
+    reason: str
+    message: str
+
+
+def _targets(message: str, slices: Mapping[str, tuple[str, set[str]]]) -> list[str]:
+    """The slices a problem is about: named outright, else holding a device or counter
+    set it names, else the pool's first slice by name (the one carrying poolStatus)."""
+    tokens = set(_TOKEN.findall(message))
+    named = sorted(n for n in slices if n in tokens)
+    if named:
+        return named
+    holding = sorted(n for n, (_, names) in slices.items() if names & tokens)
+    return holding or sorted(slices)[:1]
+
+
+def pool_slices(
+    result: PoolResult, unreadable: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, set[str]]]:
+    """name -> (uid, device and counter-set names) of a pool's slices; `unreadable` adds
+    the slices that could not be read (name -> uid)."""
+    out: dict[str, tuple[str, set[str]]] = {
+        name: (uid, set()) for name, uid in (unreadable or {}).items() if uid
+    }
+    for s in (*result.pool.current, *result.pool.stale):
+        names = {d.name for d in s.devices} | {c.name for c in s.shared_counters}
+        out[s.name] = (s.uid, names)
+    return out
+
+
+class SliceProblemReporter:
+    """Remembers the problems already posted per slice so each is sent once."""
+
+    def __init__(
+        self,
+        threshold: float = 60.0,
+        per_pass: int = 10,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.threshold = threshold
+        self.per_pass = per_pass
+        self.clock = clock
+        self.posted: set[tuple[str, str]] = set()  # (slice uid, problem)
+        self.incomplete_since: dict[PoolKey, float] = {}
+
+    def _problems(self, result: PoolResult) -> list[str]:
+        problems = list(result.errors.all())
+        complete = next(
+            (c for c in result.status.get("conditions", []) if c["type"] == "Complete"), None
+        )
+        if complete is None or complete["status"] == "True":
+            self.incomplete_since.pop(result.key, None)
+            return problems
+        since = self.incomplete_since.setdefault(result.key, self.clock())
+        if self.clock() - since >= self.threshold:
+            problems.append(f"{INCOMPLETE}: {complete.get('message', '')}")
+        return problems
+
+    def due(
+        self,
+        pools: Iterable[tuple[PoolResult, Mapping[str, tuple[str, set[str]]]]],
+    ) -> list[SliceEvent]:
+        """Events not yet posted, for (result, pool_slices(result, …)) of every pool."""
+        wanted: dict[tuple[str, str], SliceEvent] = {}
+        seen: set[PoolKey] = set()
+        for result, slices in pools:
+            seen.add(result.key)
+            for problem in self._problems(result):
+                reason = problem.split(":", 1)[0] if ":" in problem else "PoolInvalid"
+                for name in _targets(problem, slices):
+                    uid = slices[name][0]
+                    wanted[(uid, problem)] = SliceEvent(name, uid, reason, problem)
+        for key in set(self.incomplete_since) - seen:
+            del self.incomplete_since[key]
+        # A problem that went away is news again if it comes back.
+        self.posted &= wanted.keys()
+        fresh = [k for k in sorted(wanted) if k not in self.posted][: self.per_pass]
+        self.posted.update(fresh)
+        return [wanted[k] for k in fresh]
+
+
+def slice_event_body(
+    ev: SliceEvent, instance: str, api_version: str, namespace: str = "default"
+) -> dict[str, Any]:
+    """events.k8s.io/v1 Event on a cluster-scoped ResourceSlice (in `default`, where
+    kubectl describe looks for events of cluster-scoped objects)."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{ev.slice_name[:200]}.{time.time_ns():x}", "namespace": namespace},
+        "eventTime": _now_micro(),
+        "type": "Warning",
+        "reason": ev.reason[:128],
+        "action": "Validate",
+        "note": ev.message[:MAX_NOTE],
+        "reportingController": CONTROLLER,
+        "reportingInstance": instance[:128],
+        "regarding": {
+            "apiVersion": api_version,
+            "kind": "ResourceSlice",
+            "name": ev.slice_name,
+            "uid": ev.slice_uid,
+        },
+    }
+
+
+async def post_slice_event(
+    api_client: client.ApiClient,
+    ev: SliceEvent,
+    instance: str = "draview",
+    api_version: str = "resource.k8s.io/v1",
+) -> bool:
+    """Create the Warning Event; False (logged) when the server refused it."""
+    body = slice_event_body(ev, instance, api_version)
+    try:
+        await client.EventsV1Api(api_client).create_namespaced_event("default", cast(Any, body))
+        return True
+    except ApiException as exc:
+        log.warning("cannot post Event", extra={"slice": ev.slice_name, "status": exc.status})
         return False

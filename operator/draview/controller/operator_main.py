@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 from draview.api.claims import ResourceClaim
 from draview.controller import kube, metrics
 from draview.controller.core import Controller, Settings
-from draview.controller.events import post_event
+from draview.controller.events import SliceEvent, post_event, post_slice_event
 from draview.controller.health import serve
 from draview.controller.leader import LeaderElector
 from draview.controller.ratelimit import TokenBucket
@@ -179,7 +179,11 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             api_version=f"{kube.GROUP}/{versions['resourceclaims']}",
         )
 
-    ctl = Controller(writer, cfg.settings, post)
+    async def post_slice(ev: SliceEvent) -> None:
+        slices_version = f"{kube.GROUP}/{versions['resourceslices']}"
+        await post_slice_event(api, ev, instance=cfg.identity, api_version=slices_version)
+
+    ctl = Controller(writer, cfg.settings, post, post_slice)
     listed = False
 
     def not_ready() -> str | None:

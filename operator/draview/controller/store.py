@@ -32,6 +32,8 @@ class Store:
         self.classes: dict[str, DeviceClass] = {}
         # Slices that could not be read, by uid, with the pool they name (if readable).
         self.problems: dict[str, ObjectProblem] = {}
+        # Claims that could not be read, by uid: one problem per pool their allocation names.
+        self.claim_problems: dict[str, list[ObjectProblem]] = {}
 
     # -- slices ---------------------------------------------------------------------
     def put_slice(
@@ -64,10 +66,16 @@ class Store:
         return dirty
 
     # -- claims ---------------------------------------------------------------------
-    def put_claim(self, uid: str, claim: ResourceClaim) -> set[PoolKey]:
-        return self.put_allocations(
+    def put_claim(
+        self, uid: str, claim: ResourceClaim, problems: list[ObjectProblem] | None = None
+    ) -> set[PoolKey]:
+        dirty = self.put_allocations(
             uid, claim_allocations(claim), None if claim.allocated else claim
         )
+        if problems:
+            self.claim_problems[uid] = problems
+            dirty.update(p.pool for p in problems if p.pool is not None)
+        return dirty
 
     def put_allocations(
         self, uid: str, pools: dict[PoolKey, list[AllocRef]], pending: ResourceClaim | None = None
@@ -84,6 +92,7 @@ class Store:
 
     def delete_claim(self, uid: str) -> set[PoolKey]:
         self.claims.pop(uid, None)
+        self.claim_problems.pop(uid, None)  # its pools are those of its allocations
         pools = self.claim_pools.pop(uid, {})
         for key in pools:
             allocs = self.pool_allocs.get(key)
@@ -95,9 +104,7 @@ class Store:
 
     # -- taint rules ----------------------------------------------------------------
     def _rule_pools(self, rule: DeviceTaintRule) -> set[PoolKey]:
-        return {
-            k for k in self.pool_slices if rule.driver in (None, k[0]) and rule.pool in (None, k[1])
-        }
+        return {k for k in self.pool_slices if rule.matches(*k)}
 
     def put_taint_rule(self, name: str, rule: DeviceTaintRule) -> set[PoolKey]:
         dirty = self.delete_taint_rule(name)
@@ -110,7 +117,11 @@ class Store:
 
     # -- reads for the engine -------------------------------------------------------
     def pools(self) -> set[PoolKey]:
-        return set(self.pool_slices)
+        # A pool whose slices are all unreadable is still a pool: shown invalid, not gone.
+        return set(self.pool_slices) | {p.pool for p in self.problems.values() if p.pool}
+
+    def has_unreadable_slice(self, key: PoolKey) -> bool:
+        return any(p.pool == key for p in self.problems.values())
 
     def slices_of(self, key: PoolKey) -> list[ResourceSlice]:
         return list(self.pool_slices.get(key, {}).values())
@@ -119,7 +130,9 @@ class Store:
         return [r for refs in self.pool_allocs.get(key, {}).values() for r in refs]
 
     def problems_of(self, key: PoolKey) -> list[str]:
-        return sorted(str(p) for p in self.problems.values() if p.pool == key)
+        found = [p for p in self.problems.values() if p.pool == key]
+        found.extend(p for ps in self.claim_problems.values() for p in ps if p.pool == key)
+        return sorted(str(p) for p in found)
 
     def pending_claims(self) -> list[ResourceClaim]:
         return [c for c in self.claims.values() if c is not None]

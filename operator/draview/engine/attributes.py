@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from draview.api.names import lookup
 from draview.api.slices import Device
 
 AttrValue = str | int | bool
@@ -21,13 +22,6 @@ def scalar(raw: Any) -> AttrValue | None:
 
 
 def attribute(dev: Device, driver: str, name: str) -> AttrValue | None:
-    """`name` may be qualified (`gpu.example.com/profile`); the driver's own domain may be
-    left out in the slice, as the API allows."""
-    if name in dev.attributes:
-        return scalar(dev.attributes[name])
-    domain, _, ident = name.rpartition("/")
-    if domain == driver and ident in dev.attributes:
-        return scalar(dev.attributes[ident])
-    if not domain and f"{driver}/{name}" in dev.attributes:
-        return scalar(dev.attributes[f"{driver}/{name}"])
-    return None
+    """`name` may be qualified (`gpu.example.com/profile`) or not (api.names)."""
+    raw = lookup(dev.attributes, driver, name)
+    return None if raw is None else scalar(raw)

@@ -21,9 +21,10 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
         if p.pool is not None:
             problems[p.pool].append(str(p))
     allocations = index_allocations(world.claims)
-    # A pool whose every slice was unreadable has nothing to show; the caller reports
-    # world.problems on its own.
-    keys = sorted(by_pool)
+    # A pool whose every slice is unreadable still shows, invalid: its devices are not
+    # allocatable, and vanishing would hide that from whoever watches the pool.
+    unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}
+    keys = sorted(by_pool.keys() | unreadable)
     return [
         compute_pool(
             key,

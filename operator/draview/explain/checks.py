@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from draview.api.claims import Toleration
+from draview.api.names import local_name
 from draview.api.slices import Capacity, Device, Taint
 from draview.engine.taints import BLOCKING_EFFECTS
 from draview.quantity import Quantity, try_parse_quantity
@@ -29,11 +30,6 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> l
 
 def taint_text(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-
-
-def _local(name: str, driver: str) -> str:
-    domain, _, ident = name.rpartition("/")
-    return ident if domain == driver else name
 
 
 def effective_request(cap: Capacity, want: Quantity) -> Quantity | None:
@@ -63,10 +59,10 @@ def capacity_problem(
 
     `available` is the shareable device's capacity left (None for a whole device, which
     must simply have at least the requested amount)."""
-    caps = {_local(k, driver): v for k, v in dev.capacity.items()}
+    caps = {local_name(k, driver): v for k, v in dev.capacity.items()}
     for name, text in sorted(requests.items()):
         want = try_parse_quantity(text)
-        cap = caps.get(_local(name, driver))
+        cap = caps.get(local_name(name, driver))
         if want is None:
             return f"capacity request {name}={text} is not a quantity"
         if cap is None:
@@ -81,7 +77,7 @@ def capacity_problem(
         amount = effective_request(cap, want)
         if amount is None:
             return f"capacity {name}: requestPolicy allows no amount covering {want}"
-        left = try_parse_quantity(available.get(_local(name, driver), cap.value)) or total
+        left = try_parse_quantity(available.get(local_name(name, driver), cap.value)) or total
         if amount > left:
             return f"capacity {name}: {left} left of {total}, request takes {amount}"
     return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from draview.cli.limits import add_limit_flags
+
 EXIT_OK = 0
 EXIT_ERROR = 1  # not found, runtime error
 EXIT_USAGE = 2
@@ -64,6 +66,7 @@ def common_parser() -> argparse.ArgumentParser:
         help="compute availability from slices and claims even when the draview operator "
         "publishes ResourceSliceStatus/ResourcePoolStatus objects",
     )
+    add_limit_flags(g, suppress=True)
     return p
 
 

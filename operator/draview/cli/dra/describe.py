@@ -7,8 +7,6 @@ import sys
 from collections import Counter
 from typing import Any
 
-from pydantic import ValidationError
-
 from draview.api.slices import ResourceSlice
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import NotFound
@@ -106,10 +104,7 @@ def _device_capacity(spec_dev: Any, dev: dict[str, Any]) -> tuple[dict[str, Any]
 
 def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dict[str, Any]]:
     raw = source.one("ResourceSlice", name)
-    try:
-        s = ResourceSlice.from_object(raw)
-    except (ValidationError, AttributeError, TypeError) as exc:
-        raise CliError(f"resourceslice {name!r} cannot be read: {exc}") from None
+    s = source.slice_model(name)
     st = source.statuses()
     sst = st.slice_status(name)
     pst = st.pool_status(s.driver, s.pool.name)

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace, source: Source) -> int:
     if args.slice is None and not source.offline:
         raise UsageError("give SLICE, or -f FILE to flatten every slice in a file")
     if args.slice is not None:
-        slices = [ResourceSlice.from_object(source.one("ResourceSlice", args.slice))]
+        slices = [source.slice_model(args.slice)]
     else:
         slices = sorted(source.world().slices, key=lambda s: s.name)
     flat = [flatten_slice(s) for s in slices]

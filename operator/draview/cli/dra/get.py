@@ -12,7 +12,17 @@ from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import as_list, dump
 from draview.cli.tables import render_table
-from draview.cli.views import summary_counts
+from draview.cli.views import (
+    DEVICE_HEAD,
+    DEVICE_WIDE,
+    POOL_HEAD,
+    POOL_WIDE,
+    SLICE_HEAD,
+    SLICE_WIDE,
+    device_row,
+    pool_row,
+    slice_row,
+)
 from draview.engine.nodes import device_reaches, slice_may_reach
 
 KINDS = {
@@ -42,11 +52,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--node", help="only what this node can reach")
     p.add_argument("--sort-by", metavar="COLUMN", help="sort by a column, e.g. AVAILABLE")
     p.set_defaults(func=run)
-
-
-def _cond(status: dict[str, Any], type_: str) -> str:
-    conds = status.get("conditions") or status.get("poolStatus", {}).get("conditions", [])
-    return next((str(c.get("status")) for c in conds if c.get("type") == type_), "Unknown")
 
 
 class Filter:
@@ -106,68 +111,20 @@ def sort_rows(
 def pools_rows(
     st: Statuses, flt: Filter, wide: bool
 ) -> tuple[list[str], list[list[object]], list[dict[str, Any]]]:
-    head = ["DRIVER", "POOL", "NODE", "TOTAL", "ALLOCATED", "AVAILABLE", "UNAVAILABLE"]
-    head += ["COMPLETE", "VALID"]
-    if wide:
-        head += ["PARTIAL", "GENERATION", "SLICES", "ERRORS"]
-    rows: list[list[object]] = []
     objs = [o for o in st.pools if flt.pool_ok(o, st)]
-    for o in objs:
-        status = o.get("status") or {}
-        summary = status.get("summary") or {}
-        row: list[object] = [
-            o["spec"]["driver"],
-            o["spec"]["pool"],
-            o["spec"].get("nodeName", ""),
-            *summary_counts(summary),
-            _cond(status, "Complete"),
-            _cond(status, "Valid"),
-        ]
-        if wide:
-            row += [
-                summary.get("partiallyAllocatedDevices", 0),
-                status.get("generation", 0),
-                f"{status.get('observedSliceCount', 0)}/{status.get('expectedSliceCount', 0)}",
-                len(status.get("validationErrors") or []),
-            ]
-        rows.append(row)
-    return head, rows, objs
+    return POOL_HEAD + (POOL_WIDE if wide else []), [pool_row(o, wide) for o in objs], objs
 
 
 def slices_rows(
     st: Statuses, flt: Filter, wide: bool
 ) -> tuple[list[str], list[list[object]], list[dict[str, Any]]]:
-    head = ["NAME", "DRIVER", "POOL", "NODE", "TOTAL", "ALLOCATED", "AVAILABLE", "UNAVAILABLE"]
-    if wide:
-        head += ["PARTIAL", "GENERATION"]
     objs = [o for o in st.slices if flt.slice_ok(o)]
-    rows: list[list[object]] = []
-    for o in objs:
-        status = o.get("status") or {}
-        summary = status.get("summary") or {}
-        row: list[object] = [
-            o["metadata"]["name"],
-            o["spec"]["driver"],
-            o["spec"]["pool"],
-            o["spec"].get("nodeName", ""),
-            *summary_counts(summary),
-        ]
-        if wide:
-            row += [summary.get("partiallyAllocatedDevices", 0), status.get("observedGeneration")]
-        rows.append(row)
-    return head, rows, objs
-
-
-def _caps(caps: dict[str, str] | None) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted((caps or {}).items()))
+    return SLICE_HEAD + (SLICE_WIDE if wide else []), [slice_row(o, wide) for o in objs], objs
 
 
 def devices_rows(
     st: Statuses, flt: Filter, wide: bool, vis: Visibility
 ) -> tuple[list[str], list[list[object]], list[dict[str, Any]]]:
-    head = ["DRIVER", "POOL", "NODE", "DEVICE", "STATE", "REASON", "CLAIMS"]
-    if wide:
-        head += ["SLICE", "CAPACITY", "AVAILABLE-CAPACITY"]
     rows: list[list[object]] = []
     items: list[dict[str, Any]] = []
     for o in st.slices:
@@ -176,22 +133,7 @@ def devices_rows(
         for d in (o.get("status") or {}).get("devices") or []:
             if not flt.device_ok(o["metadata"]["name"], d["name"]):
                 continue
-            row: list[object] = [
-                o["spec"]["driver"],
-                o["spec"]["pool"],
-                o["spec"].get("nodeName", ""),
-                d["name"],
-                d["state"],
-                d.get("stateReason", ""),
-                vis.claims_text(d),
-            ]
-            if wide:
-                row += [
-                    o["metadata"]["name"],
-                    _caps(d.get("capacity")),
-                    _caps(d.get("availableCapacity")),
-                ]
-            rows.append(row)
+            rows.append(device_row(o, d, vis.claims_text, wide))
             item = {
                 "driver": o["spec"]["driver"],
                 "pool": o["spec"]["pool"],
@@ -202,7 +144,7 @@ def devices_rows(
             if "allocations" in item:
                 item["allocations"] = vis.elide(item["allocations"])
             items.append(item)
-    return head, rows, items
+    return DEVICE_HEAD + (DEVICE_WIDE if wide else []), rows, items
 
 
 def elide_objects(objs: list[dict[str, Any]], vis: Visibility) -> list[dict[str, Any]]:

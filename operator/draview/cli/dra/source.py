@@ -13,12 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from draview.api.claims import READ_ERRORS
+from draview.api.common import error_text
 from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
 from draview.api.world import World, build_world
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
 from draview.cli.inputs import InputError, read_sources
+from draview.cli.limits import limits_from_args
 from draview.engine.pool import PoolResult
 from draview.engine.world import compute_world, world_objects
 
@@ -90,7 +93,7 @@ class Source:
     def from_args(cls, args: argparse.Namespace) -> Source:
         if args.filename:
             try:
-                return cls(None, read_sources(args.filename), live=True)
+                return cls(None, read_sources(args.filename, limits_from_args(args)), live=True)
             except InputError as exc:
                 raise CliError(str(exc)) from None
         return cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
@@ -136,8 +139,10 @@ class Source:
         return build_world(self.objects("ResourceSlice")).slices
 
     def node_labels(self, name: str) -> dict[str, str]:
-        node = self.node(name)
-        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        meta = (self.node(name) or {}).get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if not isinstance(labels, dict):
+            return {}
         return {str(k): str(v) for k, v in labels.items()}
 
     def prefetch(self, *kinds: str) -> None:
@@ -199,7 +204,9 @@ class Source:
         label = kind.lower() if namespace is None else f"{kind.lower()} {namespace}/{name}"
         if self.dump is not None or kind in self._cache:
             for o in self.objects(kind):
-                meta = o.get("metadata") or {}
+                meta = o.get("metadata")
+                if not isinstance(meta, dict):  # a damaged object in a dump: not this one
+                    continue
                 if meta.get("name") == name and (
                     namespace is None or (meta.get("namespace") or "default") == namespace
                 ):
@@ -211,6 +218,13 @@ class Source:
         args = [resource, name] + (["-n", namespace] if namespace else [])
         obj: dict[str, Any] = self.kubectl.get_json(*args)
         return obj
+
+    def slice_model(self, name: str) -> ResourceSlice:
+        """One ResourceSlice by name, normalised; CliError (one line) when unreadable."""
+        try:
+            return ResourceSlice.from_object(self.one("ResourceSlice", name))
+        except READ_ERRORS as exc:
+            raise CliError(f"resourceslice {name!r} cannot be read: {error_text(exc)}") from None
 
     def node(self, name: str) -> dict[str, Any] | None:
         """The Node object, or None when it is not there (a dump without nodes)."""

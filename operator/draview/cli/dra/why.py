@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from draview.api.claims import ResourceClaim
+from draview.api.claims import ResourceClaim, read_claim
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import NotFound
 from draview.cli.dra.rbac import Visibility
@@ -40,7 +40,10 @@ def _claim(source: Source, name: str, namespace: str) -> ResourceClaim:
         raw = source.one("ResourceClaim", name, namespace)
     except NotFound:
         raise CliError(f'resourceclaim "{name}" not found in namespace {namespace}') from None
-    return ResourceClaim.from_object(raw)
+    claim, problem = read_claim(raw)
+    if problem is not None or claim is None:
+        raise CliError(f'resourceclaim "{name}" in namespace {namespace} cannot be read: {problem}')
+    return claim
 
 
 def _detail(d: IndexedDevice | None, reason: str, detail: str, vis: Visibility) -> str:
