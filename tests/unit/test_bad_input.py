@@ -229,7 +229,11 @@ def test_an_unreadable_only_slice_keeps_its_pool_invalid(
     assert code == 0 and "InvalidObject: ResourceSlice only" in err
     status = pool_status(doc)["status"]
     assert status["validationErrors"][0].startswith("InvalidObject: ResourceSlice only: ")
-    assert {c["type"]: c["status"] for c in status["conditions"]}["Valid"] == "False"
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Valid"]["status"] == "False"
+    # Not "0 of 0 slices": nothing of the pool could be counted.
+    assert conditions["Complete"]["status"] == "False"
+    assert conditions["Complete"]["reason"] == "NoReadableSlices"
     code = kubectl_dra.main(["get", "pools", "-f", str(path)])
     out = capsys.readouterr().out
     assert code == 0 and "pool-a" in out and "False" in out

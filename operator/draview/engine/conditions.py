@@ -35,16 +35,16 @@ def pool_conditions(
     previous: Mapping[str, Condition] | None = None,
     now: str | None = None,
 ) -> list[Condition]:
-    complete = observed == expected
+    # A pool draview knows of but has no readable slice of (every one is InvalidObject)
+    # is not "0 of 0 complete": nothing of it can be counted.
+    complete = observed == expected and observed > 0
+    if observed == 0:
+        reason, message = "NoReadableSlices", "none of the pool's slices could be read"
+    else:
+        reason = "SliceCountMatch" if complete else "SlicesMissing"
+        message = f"{observed} of {expected} slices published at generation {generation}"
     return [
-        _cond(
-            "Complete",
-            complete,
-            "SliceCountMatch" if complete else "SlicesMissing",
-            f"{observed} of {expected} slices published at generation {generation}",
-            previous,
-            now,
-        ),
+        _cond("Complete", complete, reason, message, previous, now),
         _cond(
             "Valid",
             errors == 0,

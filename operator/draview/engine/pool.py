@@ -340,7 +340,7 @@ def compute_pool(
     by_device: dict[str, list[AllocRef]] = defaultdict(list)
     for ref in allocations:
         by_device[ref.device].append(ref)
-    rules = [r for r in taint_rules if r.driver in (None, key[0]) and r.pool in (None, key[1])]
+    rules = [r for r in taint_rules if r.matches(*key)]
     comp = _PoolComputation(key, prepared, by_device, rules, opts)
     _check_allocations(ps, parsed, by_device, comp.consumed, errors)
 
