@@ -61,6 +61,17 @@ class KubeCluster:
             check=False,
         )
 
+    def apply_crds(self) -> None:
+        """Install draview's CRDs (deploy/crds) and wait until they are established."""
+        self.check("apply", "-k", str(REPO_ROOT / "deploy" / "crds"))
+        self.check(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/resourceslicestatuses.draview.io",
+            "crd/resourcepoolstatuses.draview.io",
+        )
+
     def check(self, *args: str, input: str | None = None) -> str:
         """Run kubectl and return its stdout; raise KubectlError when it fails."""
         result = self.run(*args, input=input)

@@ -13,13 +13,5 @@ from kubecluster import KubeCluster, kube_cluster, kube_namespace  # noqa: F401
 @pytest.fixture(scope="session")
 def crds(kube_cluster: KubeCluster) -> KubeCluster:  # noqa: F811
     """The cluster with draview's CRDs installed and established."""
-    root = Path(__file__).resolve().parents[2]
-    kube_cluster.check("apply", "-k", str(root / "deploy" / "crds"))
-    kube_cluster.check(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/resourceslicestatuses.draview.io",
-        "crd/resourcepoolstatuses.draview.io",
-    )
+    kube_cluster.apply_crds()
     return kube_cluster

@@ -200,14 +200,7 @@ def test_cel_parity_with_the_scheduler(
 
 def _publish_status(cluster: KubeCluster, driver_name: str) -> list[tuple[str, str]]:
     """Write what the operator would: the CRDs, then objects computed by the engine."""
-    cluster.check("apply", "-k", str(ROOT / "deploy" / "crds"))
-    cluster.check(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/resourceslicestatuses.draview.io",
-        "crd/resourcepoolstatuses.draview.io",
-    )
+    cluster.apply_crds()
     objs = json.loads(cluster.check("get", "resourceslices,resourceclaims", "-A", "-o", "json"))
     items = [
         o

@@ -74,14 +74,7 @@ def chart_identity(
     """The chart's ServiceAccount and RBAC, applied for real into a fresh namespace (the
     release name is unique, so cluster-scoped names do not collide with other runs)."""
     k = kube_cluster
-    k.check("apply", "-k", str(ROOT / "deploy" / "crds"))
-    k.check(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/resourceslicestatuses.draview.io",
-        "crd/resourcepoolstatuses.draview.io",
-    )
+    k.apply_crds()
     release = f"rbac-{uuid.uuid4().hex[:6]}"
     docs = [d for d in render(kube_namespace, release=release) if d["kind"] in RBAC_KINDS]
     k.create(*docs)

@@ -15,17 +15,6 @@ from kubecluster import KubeCluster
 pytestmark = pytest.mark.cluster
 
 
-def _apply_crds(k: KubeCluster) -> None:
-    k.check("apply", "-k", str(ROOT / "deploy" / "crds"))
-    k.check(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/resourceslicestatuses.draview.io",
-        "crd/resourcepoolstatuses.draview.io",
-    )
-
-
 def test_crds_deleted_while_running_make_it_unready_quietly_then_it_recovers(
     crds: KubeCluster, tmp_path: Path
 ) -> None:
@@ -45,13 +34,13 @@ def test_crds_deleted_while_running_make_it_unready_quietly_then_it_recovers(
         assert len(quiet) <= 3, quiet
         _, why = _readyz(op)
         assert "CRD missing" in why
-        _apply_crds(crds)
+        crds.apply_crds()
         op.wait_ready(timeout=60)
         for name in (first, second):
             crds.wait_for(f"{name} re-created", lambda n=name: slice_status(crds, n), timeout=60)
         assert op.proc is not None and op.proc.poll() is None
     finally:
-        _apply_crds(crds)  # whatever happened, leave the cluster as other tests need it
+        crds.apply_crds()  # whatever happened, leave the cluster as other tests need it
         assert op.stop() == 0, op.logs()
         crds.delete("resourceslice", first, second)
 

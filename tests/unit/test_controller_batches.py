@@ -50,17 +50,22 @@ def controller(*pools: str) -> tuple[Controller, RecordingWriter]:
     return ctl, writer
 
 
-async def test_a_pool_whose_computation_raises_does_not_stop_the_others(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _break_pool(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """compute_pool raises for the pool `name`, as an engine bug would."""
     real = core.compute_pool
 
     def broken(key: Any, *args: Any, **kw: Any) -> Any:
-        if key[1] == "bad":
+        if key[1] == name:
             raise ZeroDivisionError("bug")
         return real(key, *args, **kw)
 
     monkeypatch.setattr(core, "compute_pool", broken)
+
+
+async def test_a_pool_whose_computation_raises_does_not_stop_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _break_pool(monkeypatch, "bad")
     ctl, writer = controller("bad", "good")
     before = metrics.COMPUTE_ERRORS._value.get()
     await ctl.flush()
@@ -78,14 +83,7 @@ async def test_a_full_sync_never_prunes_the_objects_of_a_pool_it_could_not_compu
         ("resourcepoolstatuses", f"obj-{p}"): {"spec": {"driver": DRIVER, "pool": p}}
         for p in ("bad", "gone")
     }
-    real = core.compute_pool
-
-    def broken(key: Any, *args: Any, **kw: Any) -> Any:
-        if key[1] == "bad":
-            raise ZeroDivisionError("bug")
-        return real(key, *args, **kw)
-
-    monkeypatch.setattr(core, "compute_pool", broken)
+    _break_pool(monkeypatch, "bad")
     await ctl.full_sync()
     assert writer.removed == [("resourcepoolstatuses", "obj-gone")]
 
