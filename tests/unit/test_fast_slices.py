@@ -102,3 +102,33 @@ def test_a_damaged_slice_reads_the_same_or_falls_back(edits: list[Edit]) -> None
     if fast is not None:
         # repr, not ==: 1 == True, but a bool field must not come out as an int.
         assert repr(fast) == repr(_models(obj))
+
+
+def test_fast_objects_carry_every_model_field_in_order() -> None:
+    """The models are the one declaration of each shape: whatever field they gain, the
+    fast reader's objects have it (at its default unless the reader reads it)."""
+    from pydantic import BaseModel
+
+    seen = 0
+
+    def walk(obj: object) -> None:
+        nonlocal seen
+        if isinstance(obj, BaseModel):
+            assert list(obj.__dict__) == list(type(obj).model_fields), type(obj).__name__
+            seen += 1
+            for value in obj.__dict__.values():
+                walk(value)
+        elif isinstance(obj, (list, tuple)):
+            for item in obj:
+                walk(item)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                walk(item)
+
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for obj in iter_objects(yaml.safe_load_all(path.read_text())):
+            if obj.get("kind") == "ResourceSlice":
+                fast = read_slice(obj, Interner())
+                if fast is not None:
+                    walk(fast)
+    assert seen > 100

@@ -48,24 +48,38 @@ _NO_MIXINS = Mixins()
 
 
 def _construct(cls: type[M], values: dict[str, Any]) -> M:
-    """An instance from values already in their validated form (every field given).
+    """An instance from values already in their validated form.
 
     What `model_construct` does, without its per-field alias lookups: this runs once
-    per device. Every instance shares one fields-set (pydantic copies it before any
-    change, and the models are frozen).
+    per device. Fields not given take the model's default, so the models stay the one
+    declaration of each shape: a field added there needs no edit here unless the fast
+    reader reads it. Every instance shares one fields-set (pydantic copies it before
+    any change, and the models are frozen).
     """
     m = cls.__new__(cls)
-    _setattr(m, "__dict__", values)
+    _setattr(m, "__dict__", {**_DEFAULTS[cls], **values})
     _setattr(m, "__pydantic_fields_set__", _FIELDS_SET[cls])
     _setattr(m, "__pydantic_extra__", None)
     _setattr(m, "__pydantic_private__", None)
     return m
 
 
-_FIELDS_SET: dict[type[Model], set[str]] = {
-    cls: set(cls.model_fields)
-    for cls in (Capacity, CounterConsumption, CounterSet, Device, PoolRef, ResourceSlice)
-}
+def _defaults(cls: type[Model]) -> dict[str, Any]:
+    """Every field in the model's order with its default (required fields: None, always
+    given by the reader), built once; defaults are shared between instances like the
+    interned values (the engine never mutates what it reads)."""
+    out: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        if field.default_factory is not None:
+            out[name] = field.default_factory()  # type: ignore[call-arg]
+        else:
+            out[name] = None if field.is_required() else field.default
+    return out
+
+
+_MODELS = (Capacity, CounterConsumption, CounterSet, Device, PoolRef, ResourceSlice)
+_FIELDS_SET: dict[type[Model], set[str]] = {cls: set(cls.model_fields) for cls in _MODELS}
+_DEFAULTS: dict[type[Model], dict[str, Any]] = {cls: _defaults(cls) for cls in _MODELS}
 
 
 class Interner:
@@ -127,18 +141,7 @@ def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
         if not all(type(q) is str for _, q in key):
             return None
         found = cache.capacities[key] = {
-            name: _construct(
-                Capacity,
-                {
-                    "value": value,
-                    "request_default": None,
-                    "valid_min": None,
-                    "valid_max": None,
-                    "valid_step": None,
-                    "valid_values": (),
-                },
-            )
-            for name, value in key
+            name: _construct(Capacity, {"value": value}) for name, value in key
         }
     return found
 
@@ -170,8 +173,7 @@ def _consumption(raw: Any, cache: Interner) -> CounterConsumption | None:
     if type(counter_set) is not str or counters is None:
         return None
     return _construct(
-        CounterConsumption,
-        {"counters": counters, "includes": (), "counter_set": cache.string(counter_set)},
+        CounterConsumption, {"counters": counters, "counter_set": cache.string(counter_set)}
     )
 
 
@@ -210,14 +212,9 @@ def _device(raw: Any, cache: Interner) -> Device | None:
             "attributes": attributes,
             "capacity": capacity,
             "consumes_counters": consumes,
-            "taints": (),
             "allow_multiple_allocations": multiple,
             "node_name": node_name,
-            "node_selector": None,
             "all_nodes": all_nodes,
-            "includes": (),
-            "consumes_capacity_from": (),
-            "composite": False,
         },
     )
 
@@ -229,7 +226,7 @@ def _counter_set(raw: Any, cache: Interner) -> CounterSet | None:
     counters = _counter_map(raw.get("counters", {}), cache)
     if type(name) is not str or counters is None:
         return None
-    return _construct(CounterSet, {"counters": counters, "includes": (), "name": name})
+    return _construct(CounterSet, {"counters": counters, "name": name})
 
 
 # Spec fields the fast reader understands; any other key (mixins, deviceMixins, a
@@ -305,10 +302,8 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
                 },
             ),
             "node_name": node_name,
-            "node_selector": None,
             "all_nodes": all_nodes,
             "per_device_node_selection": per_device,
-            "partition_type_attribute": None,
             "devices": tuple(devices),
             "shared_counters": tuple(sets),
             "mixins": _NO_MIXINS,
