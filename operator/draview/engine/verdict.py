@@ -35,7 +35,8 @@ RANKS = {
     "CapacitySourceInUse": 9,
     "UnsupportedNodeSelector": 10,
 }
-_YES: tuple[str, str | None] = ("yes", None)
+Verdict = tuple[str, str | None]
+_YES: Verdict = ("yes", None)
 _KIND_REASON = {
     "obsolete": "StaleGeneration",
     "incomplete": "PoolIncomplete",
@@ -132,9 +133,6 @@ class ViewCheck:
         return None
 
 
-Verdict = tuple[str, str | None]
-
-
 @dataclass(slots=True)
 class Judgement:
     """Per device (slice index, device index): allocatable on some node for every list
@@ -223,12 +221,14 @@ def judge(
     return Judgement(best, free_by_view, stale)
 
 
-def _better(a: tuple[str, str | None] | None, b: tuple[str, str | None]) -> tuple[str, str | None]:
-    if a is None:
-        return b
-    order = {"yes": 2, "maybe": 1, "no": 0}
-    if order[a[0]] != order[b[0]]:
-        return a if order[a[0]] > order[b[0]] else b
+_ORDER = {"yes": 2, "maybe": 1, "no": 0}
+
+
+def _better(a: Verdict, b: Verdict) -> Verdict:
+    """The answer across two nodes: the more allocatable; between two refusals, the one
+    from the node that came closer."""
+    if _ORDER[a[0]] != _ORDER[b[0]]:
+        return a if _ORDER[a[0]] > _ORDER[b[0]] else b
     if a[0] == "no" and b[1] is not None and a[1] is not None:
         return a if RANKS[a[1]] >= RANKS[b[1]] else b
     return a
