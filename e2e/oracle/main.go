@@ -55,6 +55,9 @@ type caseIn struct {
 	// Further orders: the list as given, rotated to start at each of these indices. The
 	// caller names the slices it wants the allocator to meet first in their pool.
 	Rotations []int `json:"rotations"`
+	// Further orders given outright: each a permutation of the slices' indices, so a
+	// caller can realise any combination of first slices across pools.
+	Permutations [][]int `json:"permutations"`
 }
 
 type probeIn struct {
@@ -200,6 +203,13 @@ func runCase(c *caseIn) ([]probeOut, error) {
 	for _, r := range c.Rotations {
 		sliceOrders = append(sliceOrders, slices.Concat(patched[r:], patched[:r]))
 	}
+	for k, perm := range c.Permutations {
+		order, err := permute(patched, perm)
+		if err != nil {
+			return nil, fmt.Errorf("permutations[%d]: %w", k, err)
+		}
+		sliceOrders = append(sliceOrders, order)
+	}
 	orders = len(sliceOrders)
 
 	outcomes := make([][][]string, len(probes)) // probe, node, order
@@ -286,6 +296,23 @@ func decodeProbe(w *world, in probeIn) (probe, error) {
 		p.nodes = append(p.nodes, node)
 	}
 	return p, nil
+}
+
+// permute orders the slices as perm says; perm must name every index exactly once.
+func permute(in []*resourceapi.ResourceSlice, perm []int) ([]*resourceapi.ResourceSlice, error) {
+	if len(perm) != len(in) {
+		return nil, fmt.Errorf("%d indices for %d slices", len(perm), len(in))
+	}
+	seen := make([]bool, len(in))
+	out := make([]*resourceapi.ResourceSlice, 0, len(in))
+	for _, i := range perm {
+		if i < 0 || i >= len(in) || seen[i] {
+			return nil, fmt.Errorf("index %d out of range or repeated", i)
+		}
+		seen[i] = true
+		out = append(out, in[i])
+	}
+	return out, nil
 }
 
 // orderSlices gives slice list order k: 0 as given, 1 reversed, k >= 2 a shuffle seeded

@@ -10,6 +10,8 @@ computes the original world; the verdicts are compared device by device.
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +30,7 @@ from draview.explain.gather import ambiguous, node_names
 PROBE_DOMAIN = "probe.draview.io"
 PROBE_CLASS = "draview-probe"
 ATTR = f'device.attributes["{PROBE_DOMAIN}"]'
-ORDERS = 2  # as given and reversed; `rotations` adds the orders that matter
+ORDERS = 2  # as given and reversed; `permutations` adds the orders that matter
 
 DeviceKey = tuple[str, int]  # (slice name, device index)
 
@@ -88,20 +90,39 @@ def device_probes(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return probes
 
 
-def rotations(objects: Sequence[dict[str, Any]]) -> list[int]:
-    """Slice list orders worth asking for: the allocator trusts the resourceSliceCount of
-    the first slice of a pool it meets, so where slices of one generation disagree on it,
-    each of them must come first once (the list rotated to start at it)."""
-    groups: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
-    for i, s in enumerate(_slices(objects)):
+# Enough for every world of seeds 0..9999 (the most needs 2,880); a world that needs
+# more fails loudly rather than being judged on fewer orders than it needs.
+MAX_PERMUTATIONS = 4096
+
+
+def permutations(objects: Sequence[dict[str, Any]]) -> list[list[int]]:
+    """Slice list orders worth asking for. The allocator trusts the resourceSliceCount of
+    the first slice of a pool that each node gathers, and nodes gather different subsets
+    of a pool; only the relative order of a pool's own slices matters. So for every pool
+    whose slices disagree on the count, every order of them (a handful), combined across
+    such pools; the other slices follow as given. Shuffles or rotations miss orders that
+    decide an answer."""
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    counts: dict[tuple[str, str, int], set[int]] = {}
+    slices = _slices(objects)
+    for i, s in enumerate(slices):
         spec = s["spec"]
         pool = spec["pool"]
         key = (spec["driver"], pool["name"], pool.get("generation", 0))
-        groups.setdefault(key, []).append((i, pool.get("resourceSliceCount", 1)))
-    out: list[int] = []
-    for members in groups.values():
-        if len({count for _, count in members}) > 1:
-            out.extend(i for i, _ in members)
+        groups.setdefault(key, []).append(i)
+        counts.setdefault(key, set()).add(pool.get("resourceSliceCount", 1))
+    # Only the order within one generation decides which count is met first there.
+    shaky = sorted(k for k, seen in counts.items() if len(seen) > 1)
+    orders = [list(itertools.permutations(groups[k])) for k in shaky]
+    needed = math.prod(len(o) for o in orders)
+    if needed > MAX_PERMUTATIONS:
+        raise RuntimeError(f"the world needs {needed} slice orders, over {MAX_PERMUTATIONS}")
+    out: list[list[int]] = []
+    for combo in itertools.product(*orders):
+        if not combo:
+            break
+        first = [i for order in combo for i in order]
+        out.append(first + [i for i in range(len(slices)) if i not in first])
     return out
 
 
@@ -166,7 +187,7 @@ def device_case(case_id: str, objects: Sequence[dict[str, Any]]) -> dict[str, An
         "objects": pinned_world(objects),
         "probes": device_probes(objects),
         "orders": ORDERS,
-        "rotations": rotations(objects),
+        "permutations": permutations(objects),
     }
 
 
@@ -198,7 +219,7 @@ def claims_case(
         "objects": list(objects),
         "probes": probes,
         "orders": ORDERS,
-        "rotations": rotations(objects),
+        "permutations": permutations(objects),
     }
 
 
@@ -292,7 +313,7 @@ def partition_case(
         "objects": pinned_world(objects),
         "probes": probes,
         "orders": ORDERS,
-        "rotations": rotations(objects),
+        "permutations": permutations(objects),
     }
     return case, expect
 

@@ -253,6 +253,7 @@ class PreparedPool:
     # The pool as a node that reaches none of its devices sees it (counter slices always
     # count): only a request for all devices cares whether that is complete and valid.
     bystander: tuple[Outcome, ...]
+    bystander_first: tuple[tuple[int, int], ...]
     slice_errors: tuple[str, ...]
 
     def serves(self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None) -> bool:
@@ -288,7 +289,7 @@ def prepare_pool(
     parse = Parser(flat)
     parse.seed(range(len(current)), parsed)
     views = tuple(build_views(flat, nodes, parse))
-    by = bystander(flat, parse)
+    by, by_first = bystander(flat, parse)
     other = [e for fs in (*current, *stale) for e in fs.errors]
     if len(ps.counts) > 1:
         other.append(
@@ -309,6 +310,7 @@ def prepare_pool(
         views,
         any(d.taints for fs in flat for d in fs.devices),
         by,
+        by_first,
         tuple(other),
     )
 

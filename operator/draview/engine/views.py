@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice, permutations
 from typing import Literal
 
 from draview.api.common import NodeSelector
@@ -71,6 +72,9 @@ class View:
     # the result's node selector (createNodeSelector supports one term), so the
     # scheduler aborts any attempt that picks them.
     unsupported: frozenset[tuple[int, int]] = frozenset()
+    # The slices GatherPools may meet first for these nodes, each with the index of the
+    # outcome its count leads to: which one it meets depends on the list order.
+    first: tuple[tuple[int, int], ...] = ()
 
 
 def _has_fields(fs: FlatSlice) -> bool:
@@ -195,7 +199,8 @@ def _view(
         targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
     outcomes = tuple(_outcome(flat, view, generation, c, parse) for c in counts)
     unsupported = frozenset(at for at in targets if _multi_term(flat[at[0]], at[1]))
-    return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported)
+    first = tuple((i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in local or view)
+    return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported, first)
 
 
 def _multi_term(fs: FlatSlice, j: int) -> bool:
@@ -231,13 +236,33 @@ def build_views(
     return [_view(flat, rel, reach, names, parse) for (rel, reach), names in groups.items()]
 
 
-def bystander(flat: Sequence[FlatSlice], parse: Parser | None = None) -> tuple[Outcome, ...]:
-    """What a node that reaches only the pool's counter slices gets from GatherPools."""
+def bystander(
+    flat: Sequence[FlatSlice], parse: Parser | None = None
+) -> tuple[tuple[Outcome, ...], tuple[tuple[int, int], ...]]:
+    """What a node that reaches only the pool's counter slices gets from GatherPools:
+    the outcomes, and the slices it may meet first (as View.first)."""
     rel = [i for i, fs in enumerate(flat) if fs.counter_sets]
     if not rel:
-        return ()
+        return (), ()
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
     counts = sorted({flat[i].slice.pool.resource_slice_count for i in view})
     parse = parse or Parser(flat)
-    return tuple(_outcome(flat, view, generation, c, parse) for c in counts)
+    first = tuple((i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in view)
+    return tuple(_outcome(flat, view, generation, c, parse) for c in counts), first
+
+
+def first_choices(
+    firsts: Sequence[tuple[tuple[int, int], ...]], limit: int = 720
+) -> list[tuple[int, ...]]:
+    """Which outcome each of several views of one pool gets, for every order of the pool's
+    slices that the scheduler's list may have (only the pool's own slices' relative
+    order matters: pools are gathered apart). Distinct assignments, one index per view."""
+    candidates = sorted({i for first in firsts for i, _ in first})
+    out: dict[tuple[int, ...], None] = {}
+    for order in islice(permutations(candidates), limit):
+        rank = {i: n for n, i in enumerate(order)}
+        out[tuple(min(first, key=lambda p: rank[p[0]])[1] if first else 0 for first in firsts)] = (
+            None
+        )
+    return list(out)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import product
+from itertools import islice, product
 
 from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import CelEngine
 from draview.engine.pool import PoolResult
-from draview.explain.gather import GatherIndex, ambiguous, node_pools
+from draview.explain.gather import Assignment, GatherIndex, ambiguous, node_pools
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
 
-MAX_AMBIGUOUS = 4  # pools whose count choices are combined; beyond, the first choice
+MAX_COMBINATIONS = 256  # assignments of trusted counts, combined across pools
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ def _once(
     rules: Sequence[DeviceTaintRule],
     nodes: Sequence[str | None],
     cel: CelEngine,
-    which: Mapping[tuple[str, str], int],
+    which: Mapping[tuple[str, str], Assignment],
     budget: int,
 ) -> Allocatability:
     fits: list[str] = []
@@ -79,9 +79,10 @@ def allocatable(
     tried = list(nodes) if nodes is not None else index.nodes()
     # Where slices disagree on resourceSliceCount the scheduler's list order picks the
     # count; every combination is tried (two counts per pool, so a handful at most).
-    pools = ambiguous(results)[:MAX_AMBIGUOUS]
+    pools = ambiguous(results)
     answers: list[Allocatability] = []
-    for combo in product((0, 1), repeat=len(pools)):
+    # Pools are gathered apart, so any assignment of one combines with any of another.
+    for combo in islice(product(*pools.values()), MAX_COMBINATIONS):
         answers.append(
             _once(
                 claim,

@@ -15,7 +15,7 @@ from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState
-from draview.engine.views import Outcome, View
+from draview.engine.views import Outcome, View, first_choices
 from draview.quantity import Quantity
 
 
@@ -57,7 +57,8 @@ class GatherIndex:
     """Which pools each node has a view of, built once per question: looking the views
     up per node would cost nodes x pools."""
 
-    by_node: dict[str | None, list[tuple[PoolResult, View]]] = field(default_factory=dict)
+    # node -> (pool result, index of the view in result.prepared.views)
+    by_node: dict[str | None, list[tuple[PoolResult, int]]] = field(default_factory=dict)
     # Pools a node without a view of them still gathers (through their counter slices),
     # kept only when that is not simply ok: only then can they change an answer.
     bystanders: list[PoolResult] = field(default_factory=list)
@@ -69,9 +70,9 @@ class GatherIndex:
             p = r.prepared
             if p is None:
                 continue
-            for v in p.views:
+            for vi, v in enumerate(p.views):
                 for n in v.nodes:
-                    index.by_node.setdefault(n, []).append((r, v))
+                    index.by_node.setdefault(n, []).append((r, vi))
             if any(o.kind != "ok" for o in p.bystander):
                 index.bystanders.append(r)
         return index
@@ -145,13 +146,20 @@ def _pool(
     return out
 
 
-def ambiguous(results: Sequence[PoolResult]) -> list[tuple[str, str]]:
-    """Pools whose slices disagree on resourceSliceCount in some node's view."""
-    out = []
+# Per view of a pool (and last, its bystander), the index of the outcome it gets.
+Assignment = tuple[int, ...]
+
+
+def ambiguous(results: Sequence[PoolResult]) -> dict[tuple[str, str], list[Assignment]]:
+    """Pools whose slices disagree on resourceSliceCount in some node's view, with every
+    assignment of counts to their views that some order of their slices gives."""
+    out: dict[tuple[str, str], list[Assignment]] = {}
     for r in results:
         p = r.prepared
-        if p is not None and (any(len(v.outcomes) > 1 for v in p.views) or len(p.bystander) > 1):
-            out.append(r.key)
+        if p is None:
+            continue
+        if any(len(v.outcomes) > 1 for v in p.views) or len(p.bystander) > 1:
+            out[r.key] = first_choices([*(v.first for v in p.views), p.bystander_first])
     return out
 
 
@@ -159,21 +167,25 @@ def node_pools(
     node: str | None,
     index: GatherIndex,
     rules: Sequence[DeviceTaintRule],
-    which: Mapping[tuple[str, str], int] | None = None,
+    which: Mapping[tuple[str, str], Assignment] | None = None,
 ) -> list[NodePool]:
-    """The pools `node` sees, sorted like the allocator sorts them. `which` picks, for a
-    pool whose slices disagree on resourceSliceCount, the count the allocator trusts
-    (an index into the sorted candidates; 0 when not given)."""
+    """The pools `node` sees, sorted like the allocator sorts them. `which` gives, for a
+    pool whose slices disagree on resourceSliceCount, the outcome each of its views gets
+    (see `ambiguous`); the first outcome otherwise."""
     out: list[NodePool] = []
     seen: set[tuple[str, str]] = set()
-    for r, view in index.by_node.get(node, ()):
+    chosen = which or {}
+    for r, vi in index.by_node.get(node, ()):
         seen.add(r.key)
-        pool = _pool(r, view, (which or {}).get(r.key, 0), rules)
+        assert r.prepared is not None
+        pick = chosen[r.key][vi] if r.key in chosen else 0
+        pool = _pool(r, r.prepared.views[vi], pick, rules)
         if pool is not None:
             out.append(pool)
     for r in index.bystanders:
         if r.key not in seen:
-            pool = _pool(r, None, (which or {}).get(r.key, 0), rules)
+            pick = chosen[r.key][-1] if r.key in chosen else 0
+            pool = _pool(r, None, pick, rules)
             if pool is not None:
                 out.append(pool)
     out.sort(key=lambda p: (p.driver, p.pool))
