@@ -16,7 +16,7 @@ from draview.engine.capacity import capacity_fits
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import AllocRef
 from draview.engine.validate import CounterKey, ParsedPool
-from draview.engine.views import View
+from draview.engine.views import View, first_choices
 from draview.quantity import Quantity, try_parse_quantity
 
 # Reasons a node view refuses a device, most specific last: across nodes, draview
@@ -167,7 +167,13 @@ def judge(
     free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]] = []
     stale: set[int] = set()
     blocked = composite_blocked
-    for view in views:
+    views = tuple(views)
+    # Where slices disagree on resourceSliceCount, each view's answer depends on the list
+    # order, and two views' answers on the same order: keep every view's per-count
+    # answers and settle each device over the orders that can happen (below).
+    ambiguous = any(len(v.outcomes) > 1 for v in views)
+    per_count: dict[tuple[int, int], list[tuple[int, list[str | None]]]] = {}
+    for vi, view in enumerate(views):
         stale.update(view.stale)
         checks: list[ViewCheck | str] = []
         for o in view.outcomes:
@@ -194,6 +200,8 @@ def judge(
                 if r is None and unsupported and at in unsupported:
                     r = "UnsupportedNodeSelector"
                 verdict = ("no", r) if r is not None else _YES
+                if ambiguous:
+                    per_count.setdefault(at, []).append((vi, [r]))
             else:
                 reasons = [
                     c if isinstance(c, str) else c.refusal(dev, state, is_tainted, blocked)
@@ -201,6 +209,7 @@ def judge(
                 ]
                 if at in unsupported:
                     reasons = [r or "UnsupportedNodeSelector" for r in reasons]
+                per_count.setdefault(at, []).append((vi, reasons))
                 found = [r for r in reasons if r is not None]
                 if not found:
                     verdict = _YES
@@ -218,6 +227,20 @@ def judge(
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
             free_by_view.append((free, first_ok.left))
+    if per_count:
+        orders = first_choices([v.first for v in views])
+        for at, answers in per_count.items():
+            fits = [
+                any(reasons[min(order[vi], len(reasons) - 1)] is None for vi, reasons in answers)
+                for order in orders
+            ]
+            if all(fits):
+                best[at] = _YES
+            elif any(fits):
+                best[at] = ("maybe", "InconsistentSliceCount")
+            elif best[at][0] != "no":
+                reasons_seen = [r for _, rs in answers for r in rs if r is not None]
+                best[at] = ("no", max(reasons_seen, key=RANKS.__getitem__))
     return Judgement(best, free_by_view, stale)
 
 
