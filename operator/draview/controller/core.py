@@ -318,7 +318,14 @@ class Controller:
         for key, not_before in failed.items():
             obj = by_name.get(key)
             if obj is None:
-                continue  # a failed delete: the periodic re-list prunes it
+                # A failed delete: the object stays one of its pool's, so that the pool's
+                # next computation, once due, deletes it again. (Left to the periodic
+                # re-list, an orphan outlived a 429 storm by up to --resync-interval.)
+                obj = self.writer.known.get(key)
+                spec = (obj or {}).get("spec") or {}
+                if "driver" not in spec or "pool" not in spec:
+                    continue
+                self.pool_objects.setdefault((spec["driver"], spec["pool"]), set()).add(key)
             pool = (obj["spec"]["driver"], obj["spec"]["pool"])
             self.due[pool] = max(not_before, self.due.get(pool, 0.0))
             self.mark([pool])
