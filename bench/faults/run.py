@@ -86,7 +86,15 @@ def restart_apiserver(compact: bool) -> float:
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     t0 = time.monotonic()
     os.kill(pid, signal.SIGTERM)
-    wait("API server stopped", lambda: _gone(pid), 60, 0.1)
+    try:
+        # Graceful termination waits for the requests in flight: over 60 s once, mid-sync.
+        wait("API server stopped", lambda: _gone(pid), 90, 0.1)
+    except TimeoutError:
+        log("API server still stopping after 90 s: SIGKILL")
+        os.kill(pid, signal.SIGKILL)
+        wait("API server killed", lambda: _gone(pid), 30, 0.1)
+    res_stopped = time.monotonic() - t0
+    log(f"API server stopped after {res_stopped:.1f} s")
     if compact:
         etcd = f"http://127.0.0.1:{os.environ.get('DRAVIEW_CLUSTER_ETCD_PORT', '12379')}"
         rev = _etcd(etcd, "/v3/kv/range", {"key": "Lw=="})["header"]["revision"]
