@@ -468,7 +468,8 @@ class Operator:
         """Parsed /metrics. The operator renders it inside its event loop, so a scrape can
         take seconds while the loop is busy: retry with a long timeout, never return an
         empty result (a missing counter would read as 0 writes)."""
-        for _ in range(5):
+        # 30 tries: on a loaded machine the operator's port opens seconds after start.
+        for _ in range(30):
             t0 = time.monotonic()
             code, text = await self.get(session, "/metrics", limit=60)
             if code == 200 and text:

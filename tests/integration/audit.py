@@ -17,6 +17,7 @@ from kubecluster import _state_dir
 @dataclass(frozen=True)
 class Write:
     at: dt.datetime  # when the API server finished the request
+    began: dt.datetime  # when it received it
     agent: str
     verb: str
     resource: str
@@ -46,7 +47,8 @@ def writes(path: Path, agent_part: str) -> list[Write]:
                 continue
             out.append(
                 Write(
-                    at=dt.datetime.fromisoformat(ev["stageTimestamp"].replace("Z", "+00:00")),
+                    at=_time(ev["stageTimestamp"]),
+                    began=_time(ev.get("requestReceivedTimestamp") or ev["stageTimestamp"]),
                     agent=ev.get("userAgent", ""),
                     verb=ev["verb"],
                     resource=ref.get("resource", ""),
@@ -55,6 +57,10 @@ def writes(path: Path, agent_part: str) -> list[Write]:
                 )
             )
     return sorted(out, key=lambda w: w.at)
+
+
+def _time(stamp: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def now() -> dt.datetime:

@@ -24,6 +24,7 @@ class RecordingWriter(Writer):
         self.block: asyncio.Event | None = None
         self.entered = asyncio.Event()
         self.removed: list[ObjKey] = []
+        self.fail_keys: set[ObjKey] = set()  # objects whose deletes fail
 
     async def load(self) -> None:
         return None  # `known` is what the test put there
@@ -38,7 +39,8 @@ class RecordingWriter(Writer):
         if self.block is not None:
             await self.block.wait()
         later = time.monotonic() + 60
-        return {obj_key(o): later for o in desired if o["spec"]["pool"] in self.fail}
+        failed = {obj_key(o): later for o in desired if o["spec"]["pool"] in self.fail}
+        return failed | {k: later for k in self.removed if k in self.fail_keys}
 
 
 def controller(*pools: str) -> tuple[Controller, RecordingWriter]:
@@ -99,6 +101,20 @@ async def test_a_failed_pool_backs_off_and_never_delays_another() -> None:
     ctl.due[(DRIVER, "fails")] = 0.0
     await ctl.flush()
     assert writer.batches[-1] == ["fails"]
+
+
+async def test_a_failed_delete_is_retried_with_its_pool_once_due() -> None:
+    ctl, writer = controller("live")
+    gone = ("resourcepoolstatuses", "obj-gone")
+    writer.known = {gone: {"spec": {"driver": DRIVER, "pool": "gone"}}}
+    writer.fail_keys = {gone}
+    await ctl.full_sync()
+    assert writer.removed == [gone]
+    assert ctl.due[(DRIVER, "gone")] > time.monotonic()  # backing off, not forgotten
+    writer.fail_keys = set()
+    ctl.due[(DRIVER, "gone")] = 0.0
+    await ctl.flush()
+    assert writer.removed == [gone] and not ctl.dirty
 
 
 async def test_a_batch_cancelled_at_shutdown_puts_its_pools_back() -> None:

@@ -4,6 +4,7 @@ with jitter, Retry-After, parking, and what the writer does with it per object."
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import aiohttp
@@ -131,6 +132,20 @@ async def test_a_transient_failure_backs_off_briefly_and_honours_retry_after() -
     assert await w.apply([named("x")], []) == {}
     exc = api_error(429, "20")
     assert w._failed(("resourcepoolstatuses", "y"), exc) == pytest.approx(20.3)
+
+
+async def test_every_failure_is_logged_with_the_retry_after_next_to_the_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="draview.writer")
+    w = writer_with(FakeApi(), Clock())
+    for _ in range(3):
+        w._failed(("resourcepoolstatuses", "y"), api_error(429, "7"))
+    lines = [r for r in caplog.records if "status write failed" in r.getMessage()]
+    assert [r.levelno for r in lines] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    for r in lines:
+        assert getattr(r, "retry_after", None) == 7.0
+        assert getattr(r, "retry_in", 0) >= 7.0
 
 
 async def test_a_missing_crd_blocks_its_kind_until_a_probe_sees_it_again() -> None:

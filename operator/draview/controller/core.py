@@ -336,8 +336,16 @@ class Controller:
         for key, not_before in failed.items():
             obj = by_name.get(key)
             if obj is None:
-                continue  # a failed delete: the periodic re-list prunes it
-            pool = (obj["spec"]["driver"], obj["spec"]["pool"])
+                # A failed delete: the object stays one of its pool's, so that the pool's
+                # next computation, once due, deletes it again. (Left to the periodic
+                # re-list, an orphan outlived a 429 storm by up to --resync-interval.)
+                spec = (self.writer.known.get(key) or {}).get("spec") or {}
+                if "driver" not in spec or "pool" not in spec:
+                    continue
+                pool = (spec["driver"], spec["pool"])
+                self.pool_objects.setdefault(pool, set()).add(key)
+            else:
+                pool = (obj["spec"]["driver"], obj["spec"]["pool"])
             self.due[pool] = max(not_before, self.due.get(pool, 0.0))
             self.mark([pool])
 
@@ -472,6 +480,10 @@ class Controller:
         if kind == "rule":
             return set(self.store.taint_rules)
         return set(self.store.uids(kind))
+
+    def handler(self, kind: str) -> Handler:
+        """The event handler of a watched kind ("slice", "claim", "rule")."""
+        return self._relisted(kind)[1]
 
     def _relisted(self, kind: str) -> tuple[Callable[[dict[str, Any]], str], Handler, str]:
         """A kind's store key, its event handler, and the metadata field the key is."""

@@ -106,9 +106,12 @@ async def list_pages(
     plural: str,
     limit: int = 500,
     group: str = GROUP,
+    listed: dict[str, str] | None = None,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Every object of a kind, one page at a time: a caller that digests each page before
     asking for the next never holds the whole raw list (50k claims are ~0.5 GiB decoded).
+    `listed` receives the list's resourceVersion (every page is of one snapshot), from
+    which a watch goes on.
 
     The next page is requested before the current one is handed out, so the API server
     encodes it while the caller digests this one (the startup list took half as long)."""
@@ -125,7 +128,10 @@ async def list_pages(
     try:
         while True:
             page = await pending
-            token = (page.get("metadata") or {}).get("continue")
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if listed is not None and meta.get("resourceVersion"):
+                listed["resourceVersion"] = str(meta["resourceVersion"])
             if token:
                 pending = fetch(token)
             yield page.get("items", [])

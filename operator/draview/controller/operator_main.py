@@ -1,9 +1,11 @@
-"""`draview run`: wire kopf watches, the controller, leader election and the HTTP port."""
+"""`draview run`: wire our list and watches, kopf, the controller, leader election and the
+HTTP port."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import signal
@@ -17,7 +19,7 @@ import kopf
 from kubernetes_asyncio import client
 
 from draview.api.claims import ResourceClaim
-from draview.controller import kube, metrics
+from draview.controller import kube, metrics, watch
 from draview.controller.core import Controller, Settings
 from draview.controller.events import SliceEvent, post_event, post_slice_event
 from draview.controller.health import serve
@@ -50,8 +52,15 @@ class RunConfig:
     shutdown_timeout: float = 20.0
 
 
+# Listed once and then watched by the operator itself (watch.py), from that list's
+# version: a kopf watch would list them all again.
+WATCHED = (("slice", "resourceslices"), ("claim", "resourceclaims"), ("rule", "devicetaintrules"))
+
+
 def _register(registry: kopf.OperatorRegistry, ctl: Controller, versions: dict[str, str]) -> None:
-    """Only `on.event`: no handler here ever patches a watched object."""
+    """Only `on.event`: no handler here ever patches a watched object. kopf watches only
+    DeviceClasses (a handful, read by explanations); it lists each watched kind before it
+    watches it."""
     handlers = {
         "resourceslices": ctl.slice_event,
         "resourceclaims": ctl.claim_event,
@@ -198,20 +207,23 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     runner = await serve(cfg.bind_address, cfg.port, not_ready)
 
     custom = client.CustomObjectsApi(api)
+    list_versions: dict[str, str] = {}  # plural -> resourceVersion of its latest list
+
+    async def relist_kind(kind: str, plural: str) -> str:
+        """List one kind into the store, prune what it no longer holds; returns the
+        list's resourceVersion."""
+        before = ctl.known(kind)
+        listed: set[str] = set()
+        snapshot: dict[str, str] = {}
+        async for page in kube.list_pages(custom, versions[plural], plural, listed=snapshot):
+            listed |= ctl.apply_page(kind, page)
+        ctl.prune(kind, before, listed)
+        return snapshot.get("resourceVersion", "")
 
     async def relist() -> None:
-        for kind, plural in (
-            ("slice", "resourceslices"),
-            ("claim", "resourceclaims"),
-            ("rule", "devicetaintrules"),
-        ):
-            if plural not in versions:
-                continue
-            before = ctl.known(kind)
-            listed: set[str] = set()
-            async for page in kube.list_pages(custom, versions[plural], plural):
-                listed |= ctl.apply_page(kind, page)
-            ctl.prune(kind, before, listed)
+        for kind, plural in WATCHED:
+            if plural in versions:
+                list_versions[plural] = await relist_kind(kind, plural)
         ctl.listed()
         if "deviceclasses" in versions:
             classes = await kube.list_all(custom, versions["deviceclasses"], "deviceclasses")
@@ -302,7 +314,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         loop.add_signal_handler(sig, stop.set)
 
     registry = kopf.OperatorRegistry()
-    _register(registry, ctl, versions)
+    _register(registry, ctl, {p: v for p, v in versions.items() if p == "deviceclasses"})
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -318,6 +330,22 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         asyncio.create_task(ctl.run_explanations(), name="explanations"),
         asyncio.create_task(resync_loop(), name="resync"),
         asyncio.create_task(crd_probe_loop(), name="crd-probe"),
+        *(
+            asyncio.create_task(
+                watch.follow(
+                    custom,
+                    kube.GROUP,
+                    versions[plural],
+                    plural,
+                    list_versions[plural],
+                    ctl.handler(kind),
+                    functools.partial(relist_kind, kind, plural),
+                ),
+                name=f"watch-{plural}",
+            )
+            for kind, plural in WATCHED
+            if plural in versions
+        ),
         asyncio.create_task(
             kopf.operator(
                 registry=registry,

@@ -299,18 +299,24 @@ class Writer:
         failure = classify(exc)
         plural, name = key
         metrics.UPDATE_ERRORS.labels(plural, failure.code).inc()
+        now = self.backoffs.clock()  # before the delay is chosen: retry_in is never less
         not_before, new = self.backoffs.failed(key, failure)
-        # A missing CRD is one line (the blocked state), not one per object.
+        extra = {
+            "object": f"{plural}/{name}",
+            "code": failure.code,
+            "reason": failure.reason,
+            "retry_in": round(not_before - now, 3),
+        }
+        if failure.retry_after is not None:
+            # Next to the wait chosen, so that a log shows it is never the shorter.
+            extra["retry_after"] = failure.retry_after
+        # A missing CRD is one line (the blocked state), not one per object. Repeats of a
+        # known reason only at debug: a 429 storm must not flood the log.
         if new and plural not in self.blocked:
-            log.warning(
-                "status write failed; parked" if failure.permanent else "status write failed",
-                extra={
-                    "object": f"{plural}/{name}",
-                    "code": failure.code,
-                    "reason": failure.reason,
-                    "retry_in": round(not_before - self.backoffs.clock(), 1),
-                },
-            )
+            msg = "status write failed; parked" if failure.permanent else "status write failed"
+            log.warning(msg, extra=extra)
+        else:
+            log.debug("status write failed again", extra=extra)
         return not_before
 
     def _deferred(self, key: ObjKey) -> float | None:
