@@ -52,8 +52,11 @@ class ParsedPool:
     def needs(self, device: str) -> list[tuple[CounterKey, Quantity]]:
         """What one allocation of the device debits, one entry per counter (the same
         counter set named twice in consumesCounters adds up; settled at parse time)."""
-        found = self._needs.get(device)
-        return found if found is not None else self.consumption.get(device, [])
+        if self._needs:
+            found = self._needs.get(device)
+            if found is not None:
+                return found
+        return self.consumption.get(device, [])
 
 
 def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:

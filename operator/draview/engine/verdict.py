@@ -104,26 +104,27 @@ class ViewCheck:
         name = dev.name
         if name in state.dedicated:
             return "InUse"
+        multi = dev.allow_multiple_allocations
         if dev.capacity:
             used = state.capacity.get(name)
             # A device taken whole, with nothing shared and no policy, always fits.
-            plain = not used and not dev.allow_multiple_allocations
-            if not (plain and not self.parsed.has_policy(dev)) and not capacity_fits(dev, used):
+            if (used or multi or self.parsed.has_policy(dev)) and not capacity_fits(dev, used):
                 return "InsufficientCapacity"
         if tainted:
             return "Tainted"
         # A share that already holds capacity skips the counter check (the counters
         # were debited with the first share); any other device checks them all.
-        if dev.consumes_counters and not (
-            dev.allow_multiple_allocations and name in state.capacity
-        ):
+        if dev.consumes_counters and not (multi and name in state.capacity):
             left = self.left
             for key, q in self.parsed.needs(name):
-                if key in left and left[key] < q:
+                have = left.get(key)
+                # Exact quantities compared as their integer nanos: this runs per device
+                # per claim change.
+                if have is not None and have.nanos < q.nanos:
                     # Shares without consumedCapacity (what the scheduler writes for a
                     # device without capacity) do not count as "already shared", so the
                     # allocator charges the counters again for every share: upstream.
-                    if dev.allow_multiple_allocations and name in state.shared:
+                    if multi and name in state.shared:
                         return "CountersChargedPerShare"
                     return "InsufficientSharedCapacity"
             if self.overcommitted:
