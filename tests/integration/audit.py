@@ -30,7 +30,12 @@ def audit_log() -> Path:
         pytest.skip("needs the local control plane's audit log")
     path = _state_dir() / "logs" / "audit.log"
     if not path.exists():
-        pytest.skip("the control plane runs without an audit log (started by an older up)")
+        # The local control plane always writes one now: missing means it was started by
+        # an older `up` and the proofs of one writer would silently not run.
+        pytest.fail(
+            f"no audit log at {path}: the local control plane predates it; restart it "
+            "(e2e/cluster/down, then e2e/cluster/up)"
+        )
     return path
 
 
