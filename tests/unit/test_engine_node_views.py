@@ -168,3 +168,19 @@ def test_partition_with_a_several_term_selector_is_first_fit() -> None:
         partition_attributes=("gpu.example.com/profile",),
     )
     assert _partition(r, "small")["method"] == "firstFit"
+
+
+def test_views_of_one_pool_trust_counts_order_by_order() -> None:
+    from draview.engine.views import first_choices
+
+    # Two nodes that gather the same two slices always meet the same one first.
+    same = ((0, 0), (1, 1))
+    assert sorted(first_choices([same, same])) == [(0, 0), (1, 1)]
+    # Nodes gathering different subsets can meet different firsts in one list order:
+    # slice 0 (count index 0) vs slice 1 (index 1) for one, slice 1 vs 2 for the other.
+    assert sorted(first_choices([((0, 0), (1, 1)), ((1, 1), (2, 0))])) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]
