@@ -40,30 +40,33 @@ def selector_matches(sel: NodeSelector, node_name: str, labels: Mapping[str, str
     return False
 
 
-def _reaches(
+def node_matches(
     node_name: str | None,
-    selector: NodeSelector | None,
     all_nodes: bool,
-    node: str,
+    selector: NodeSelector | None,
+    node: str | None,
     labels: Mapping[str, str],
 ) -> bool:
+    """The allocator's NodeMatches: nodeName first, then allNodes, then the selector.
+    `node` None stands for a node draview does not know (no Node objects given), which
+    is assumed to match every selector."""
+    if node_name:
+        return node == node_name
     if all_nodes:
         return True
-    if node_name is not None:
-        return node_name == node
     if selector is not None:
-        return selector_matches(selector, node, labels)
+        return node is None or selector_matches(selector, node, labels)
     return False
 
 
 def device_reaches(s: ResourceSlice, dev: Device, node: str, labels: Mapping[str, str]) -> bool:
     if s.per_device_node_selection:
-        return _reaches(dev.node_name, dev.node_selector, dev.all_nodes, node, labels)
-    return _reaches(s.node_name, s.node_selector, s.all_nodes, node, labels)
+        return node_matches(dev.node_name, dev.all_nodes, dev.node_selector, node, labels)
+    return node_matches(s.node_name, s.all_nodes, s.node_selector, node, labels)
 
 
 def slice_may_reach(s: ResourceSlice, node: str, labels: Mapping[str, str]) -> bool:
     """True when some device of the slice may be reachable from the node."""
     if s.per_device_node_selection:
         return any(device_reaches(s, d, node, labels) for d in s.devices)
-    return _reaches(s.node_name, s.node_selector, s.all_nodes, node, labels)
+    return node_matches(s.node_name, s.all_nodes, s.node_selector, node, labels)

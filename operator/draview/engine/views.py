@@ -22,7 +22,7 @@ from typing import Literal
 from draview.api.common import NodeSelector
 from draview.api.nodes import NodeInfo
 from draview.engine.flatten import FlatSlice
-from draview.engine.nodes import selector_matches
+from draview.engine.nodes import node_matches
 from draview.engine.validate import ParsedPool, parse_pool
 
 
@@ -38,14 +38,7 @@ class Candidate:
 def matches(
     node_name: str | None, all_nodes: bool, selector: NodeSelector | None, cand: Candidate
 ) -> bool:
-    """NodeMatches: nodeName first, then allNodes, then the node selector."""
-    if node_name:
-        return cand.name == node_name
-    if all_nodes:
-        return True
-    if selector is not None:
-        return cand.name is None or selector_matches(selector, cand.name, cand.labels)
-    return False
+    return node_matches(node_name, all_nodes, selector, cand.name, cand.labels)
 
 
 OutcomeKind = Literal["ok", "invalid", "incomplete", "obsolete"]
