@@ -61,8 +61,13 @@ class DeviceIndex:
                     except QuantityError:
                         continue
                     index.remaining[(driver, pool, (cs["name"], counter))] = left
-            flat = [flatten_slice(s) for s in result.pool.current]
-            parsed = parse_pool(flat)
+            # The engine kept the flattened, parsed newest slices with the result.
+            prepared = result.prepared
+            if prepared is not None:
+                flat, parsed = prepared.current, prepared.parsed
+            else:
+                flat = [flatten_slice(s) for s in result.pool.current]
+                parsed = parse_pool(flat)
             complete = result.pool.complete
             valid = not result.errors.allocator
             for fs in flat:
