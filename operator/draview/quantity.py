@@ -258,6 +258,14 @@ def _canonical(nanos: int, fmt: Format) -> str:
     return f"{sign}{magnitude}e{exponent}" if exponent else f"{sign}{magnitude}"
 
 
+# Cached: a status renders the same few counter values over and over, on every claim
+# change, straight from the integers it sums (no Quantity built to print one).
+@lru_cache(maxsize=8192)
+def format_nanos(nanos: int, fmt: Format) -> str:
+    """str(Quantity(nanos, fmt)), without building the Quantity."""
+    return _canonical(nanos, fmt)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Quantity:
     """An exact Kubernetes quantity: ``nanos`` * 10^-9, printed in format ``fmt``.

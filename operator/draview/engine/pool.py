@@ -6,12 +6,13 @@ for every pool; it is pure, so the two always agree.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from draview.api.nodes import NodeInfo
-from draview.api.slices import Device, ResourceSlice
+from draview.api.slices import ResourceSlice
 from draview.api.status import (
     Allocation,
     Condition,
@@ -35,9 +36,11 @@ from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
-from draview.engine.verdict import AllocatedState, counters_left, judge
+from draview.engine.verdict import AllocatedState, counters_left_nanos, judge
 from draview.engine.views import Outcome, Parser, View, build_views, bystander
-from draview.quantity import Quantity
+from draview.quantity import Format, Quantity, format_nanos
+
+_sort_key = attrgetter("sort_key")
 
 
 @dataclass(slots=True)
@@ -78,22 +81,26 @@ def _allocation(ref: AllocRef) -> Allocation:
 
 def _counter_sets(
     parsed: ParsedPool,
-    consumed: Mapping[CounterKey, Quantity],
-    left: Mapping[CounterKey, Quantity],
+    consumed: Mapping[CounterKey, int],
+    fmts: Mapping[CounterKey, Format],
+    left: Mapping[CounterKey, int],
 ) -> dict[str, CounterSetStatus]:
-    """Every counter set of the pool, rendered once per computation."""
+    """Every counter set of the pool, rendered once per computation. `consumed` and
+    `left` are nanos; their formats follow Quantity's Add and Sub rules."""
     out: dict[str, CounterSetStatus] = {}
     for name, counters in parsed.sets.items():
         rendered: dict[str, CounterUsage] = {}
-        for counter, _, text in counters:
-            used = consumed.get((name, counter))
+        for counter, total, text in counters:
+            key = (name, counter)
+            used = consumed.get(key)
             if used is None:
                 rendered[counter] = {"total": text, "consumed": "0", "available": text}
             else:
+                fmt = fmts[key]
                 rendered[counter] = {
                     "total": text,
-                    "consumed": str(used),
-                    "available": str(left[(name, counter)]),
+                    "consumed": format_nanos(used, fmt),
+                    "available": format_nanos(left[key], fmt if total.nanos == 0 else total.fmt),
                 }
         out[name] = {"name": name, "counters": rendered}
     return out
@@ -124,22 +131,31 @@ class _PoolComputation:
         self.options = options
         self.alloc = AllocatedState.of(r for refs in by_device.values() for r in refs)
         self.in_use = {n for n in by_device if self.alloc.used(n)}
-        self.consumed: dict[CounterKey, Quantity] = {}
+        # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
+        # zero running total takes the next item's format): a claim change re-sums every
+        # in-use device's debits, and a Quantity per addition was a tenth of the work.
+        consumed: dict[CounterKey, int] = {}
+        fmts: dict[CounterKey, Format] = {}
         for name in sorted(self.in_use):
             for ckey, q in parsed.consumption.get(name, ()):
-                before = self.consumed.get(ckey)
-                self.consumed[ckey] = q if before is None else before + q
+                before = consumed.get(ckey)
+                if not before:
+                    fmts[ckey] = q.fmt
+                consumed[ckey] = q.nanos if before is None else before + q.nanos
+        self.consumed = consumed
+        self.consumed_fmt = fmts
         flat = prepared.flat
         self.composite = CompositeGraph(
             [d for fs in prepared.current for d in fs.devices if d.composite], self.in_use
         )
         # What is left of every counter (as the pool's newest slices count it), computed
         # once rather than once per device.
-        self.left = {
-            ckey: total - self.consumed[ckey] if ckey in self.consumed else total
-            for ckey, total in parsed.counter_totals.items()
-        }
-        self.sets = _counter_sets(parsed, self.consumed, self.left)
+        self.left = {k: q.nanos for k, q in parsed.counter_totals.items()}
+        for ckey, used in consumed.items():
+            if ckey in self.left:
+                self.left[ckey] -= used
+        self.has_capacity = False  # some device shows capacity: overcommit is possible
+        self.sets = _counter_sets(parsed, consumed, fmts, self.left)
         self.judgement = judge(
             prepared.views,
             flat,
@@ -149,12 +165,12 @@ class _PoolComputation:
             self._left_for,
         )
 
-    def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, Quantity]:
+    def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
         # The view of almost every pool is its newest slices, already counted above
         # (without duplicates, counting by name and by instance agree).
         if parsed is self.parsed and not parsed.errors:
             return self.left
-        return counters_left(parsed, self.alloc)
+        return counters_left_nanos(parsed, self.alloc)
 
     def debits(self, i: int, j: int) -> list[tuple[CounterKey, Quantity]]:
         """What the device debits, as the first node view that hands it out parses it."""
@@ -167,72 +183,84 @@ class _PoolComputation:
             return False
         return is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules))
 
-    def state(self, at: tuple[int, int], dev: Device) -> tuple[DeviceState, str | None]:
-        found = self.judgement.verdicts.get(at)
-        verdict, reason = found if found is not None else self.judgement.verdict(at)
-        name = dev.name
-        if verdict == "yes":
-            return ("PartiallyAllocated" if name in self.in_use else "Available"), None
-        if reason in ("StaleGeneration", "Unreachable"):
-            # The allocator never looks at this copy of the device; an allocation naming
-            # it is still listed, but it belongs to the copy the allocator uses.
-            return "Unavailable", reason
-        if name in self.alloc.dedicated:
-            return "Allocated", None
-        if name in self.in_use and reason in ("InUse", "InsufficientCapacity"):
-            return "Allocated", None
-        return "Unavailable", reason
-
-    def device(
-        self, at: tuple[int, int], acc: SummaryAcc, pool_acc: SummaryAcc | None
-    ) -> DeviceStatus:
-        dev = self.flat[at[0]].devices[at[1]]
-        found = self.by_device.get(dev.name)
-        refs = sorted(found, key=lambda r: r.sort_key) if found else ()
-        state, reason = self.state(at, dev)
-        status: DeviceStatus = {"name": dev.name, "state": state}
-        if dev.allow_multiple_allocations:
-            total, available = shared_capacity(dev, refs)
-            if total:
-                status["capacity"] = {k: str(v) for k, v in sorted(total.items())}
-                status["availableCapacity"] = {k: str(v) for k, v in sorted(available.items())}
-            acc.add_capacity(total, available)
-            if pool_acc is not None:
-                pool_acc.add_capacity(total, available)
-        if reason is not None:
-            status["stateReason"] = reason
-        if refs:
-            cap = self.options.max_listed_allocations
-            status["allocations"] = [_allocation(r) for r in refs[:cap]]
-            status["allocationCount"] = len(refs)
-        acc.add(state)
+    def devices(self, i: int, acc: SummaryAcc, pool_acc: SummaryAcc | None) -> list[DeviceStatus]:
+        """The status of every device of slice `i` (flat index), counted into the
+        summaries. One loop per slice, lookups hoisted: it runs on every claim change."""
+        by_device, cap = self.by_device, self.options.max_listed_allocations
+        verdicts, in_use, dedicated = self.judgement.verdicts, self.in_use, self.alloc.dedicated
+        out: list[DeviceStatus] = []
+        for j, dev in enumerate(self.flat[i].devices):
+            name = dev.name
+            found_verdict = verdicts.get((i, j))
+            verdict, reason = (
+                found_verdict if found_verdict is not None else self.judgement.verdict((i, j))
+            )
+            state: DeviceState
+            if verdict == "yes":
+                state = "PartiallyAllocated" if name in in_use else "Available"
+            elif reason in ("StaleGeneration", "Unreachable"):
+                # The allocator never looks at this copy of the device; an allocation
+                # naming it is still listed, but it belongs to the copy the allocator uses.
+                state = "Unavailable"
+            elif name in dedicated or (
+                name in in_use and reason in ("InUse", "InsufficientCapacity")
+            ):
+                state, reason = "Allocated", None
+            else:
+                state = "Unavailable"
+            status: DeviceStatus = {"name": name, "state": state}
+            if dev.allow_multiple_allocations:
+                refs = sorted(by_device.get(name, ()), key=_sort_key)
+                total, available = shared_capacity(dev, refs)
+                if total:
+                    self.has_capacity = True
+                    status["capacity"] = {k: str(v) for k, v in sorted(total.items())}
+                    status["availableCapacity"] = {k: str(v) for k, v in sorted(available.items())}
+                acc.add_capacity(total, available)
+                if pool_acc is not None:
+                    pool_acc.add_capacity(total, available)
+                if reason is not None:
+                    status["stateReason"] = reason
+            else:
+                if reason is not None:
+                    status["stateReason"] = reason
+                found = by_device.get(name)
+                refs = sorted(found, key=_sort_key) if found else []
+            if refs:
+                status["allocations"] = [_allocation(r) for r in refs[:cap]]
+                status["allocationCount"] = len(refs)
+            out.append(status)
+        counts = Counter(d["state"] for d in out)
+        acc.add_counts(counts)
         if pool_acc is not None:
-            pool_acc.add(state)
-        return status
+            pool_acc.add_counts(counts)
+        return out
 
 
 def _check_allocations(
     ps: PoolSlices,
     parsed: ParsedPool,
     by_device: Mapping[str, list[AllocRef]],
-    consumed: Mapping[CounterKey, Quantity],
+    consumed: Mapping[CounterKey, int],
+    fmts: Mapping[CounterKey, Format],
     errors: ValidationErrors,
 ) -> None:
-    for name in sorted(by_device):
-        if name not in parsed.devices:
-            for ref in sorted(by_device[name], key=lambda r: r.sort_key):
-                errors.other.append(
-                    f"DanglingAllocation: claim {ref.claim_namespace}/{ref.claim_name} "
-                    f"(request {ref.request or '-'}) names device {name}, which pool "
-                    f"{ps.key[1]} of driver {ps.key[0]} does not have"
-                )
-    for ckey in sorted(consumed):
-        total = parsed.counter_totals.get(ckey)
-        if total is not None and consumed[ckey] > total:
+    # Sorted only when something is wrong: this runs on every claim change.
+    for name in sorted(n for n in by_device if n not in parsed.devices):
+        for ref in sorted(by_device[name], key=lambda r: r.sort_key):
             errors.other.append(
-                f"CounterOvercommitted: counter {ckey[1]} of counter set {ckey[0]}: "
-                f"{consumed[ckey]} consumed, {total} available"
+                f"DanglingAllocation: claim {ref.claim_namespace}/{ref.claim_name} "
+                f"(request {ref.request or '-'}) names device {name}, which pool "
+                f"{ps.key[1]} of driver {ps.key[0]} does not have"
             )
+    totals = parsed.counter_totals
+    over = [k for k, n in consumed.items() if k in totals and n > totals[k].nanos]
+    for ckey in sorted(over):
+        used = Quantity(consumed[ckey], fmts[ckey])
+        errors.other.append(
+            f"CounterOvercommitted: counter {ckey[1]} of counter set {ckey[0]}: "
+            f"{used} consumed, {totals[ckey]} available"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,16 +372,14 @@ def compute_pool(
         by_device[ref.device].append(ref)
     rules = [r for r in taint_rules if r.matches(*key)]
     comp = _PoolComputation(key, prepared, by_device, rules, opts)
-    _check_allocations(ps, parsed, by_device, comp.consumed, errors)
+    _check_allocations(ps, parsed, by_device, comp.consumed, comp.consumed_fmt, errors)
 
     pool_acc = SummaryAcc()
     slice_results: list[SliceResult] = []
     for i, fs in enumerate(prepared.flat):
         is_stale = i >= len(current)
         acc = SummaryAcc()
-        devices = [
-            comp.device((i, j), acc, None if is_stale else pool_acc) for j in range(len(fs.devices))
-        ]
+        devices = comp.devices(i, acc, None if is_stale else pool_acc)
         body: SliceStatusBody = {
             "observedGeneration": fs.slice.generation,
             "devices": devices,
@@ -362,7 +388,8 @@ def compute_pool(
         if fs.counter_sets and not is_stale:
             body["counterSets"] = [_copy_set(comp.sets[c.name]) for c in fs.counter_sets]
         slice_results.append(SliceResult(fs.slice, body))
-    _capacity_overcommit(slice_results, errors)
+    if comp.has_capacity:
+        _capacity_overcommit(slice_results, errors)
 
     all_errors = errors.all()
     conditions = pool_conditions(
@@ -453,6 +480,9 @@ def _partitions(
         for i, sr in enumerate(slice_results)
         for j, d in enumerate(sr.status["devices"])
     ]
-    return partitions(
-        key[0], attrs, inputs, comp.judgement.free_by_view, opts.exact_partition_limit
-    )
+    # The judgement keeps counters as nanos; the partition search works on quantities.
+    views = [
+        (handed, {k: Quantity(n) for k, n in left.items()})
+        for handed, left in comp.judgement.free_by_view
+    ]
+    return partitions(key[0], attrs, inputs, views, opts.exact_partition_limit)

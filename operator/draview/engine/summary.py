@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from draview.api.status import DeviceState, Summary
@@ -23,16 +24,18 @@ class SummaryAcc:
     cap_total: dict[str, Quantity] = field(default_factory=dict)
     cap_available: dict[str, Quantity] = field(default_factory=dict)
 
-    def add(self, state: DeviceState) -> None:
-        self.total += 1
-        if state == "Available":
-            self.available += 1
-        elif state == "Unavailable":
-            self.unavailable += 1
-        else:
-            self.allocated += 1
-            if state == "PartiallyAllocated":
-                self.partial += 1
+    def add_counts(self, counts: Mapping[DeviceState, int]) -> None:
+        """Count devices in: their number per state."""
+        for state, n in counts.items():
+            self.total += n
+            if state == "Available":
+                self.available += n
+            elif state == "Unavailable":
+                self.unavailable += n
+            else:
+                self.allocated += n
+                if state == "PartiallyAllocated":
+                    self.partial += n
 
     def add_capacity(self, total: dict[str, Quantity], available: dict[str, Quantity]) -> None:
         for name, q in total.items():

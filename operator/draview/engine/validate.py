@@ -31,15 +31,16 @@ class ParsedPool:
     # Every device instance whose allocation debits the counters, duplicates included
     # (the allocator subtracts once per instance it finds).
     counted: list[tuple[str, list[tuple[CounterKey, Quantity]]]] = field(default_factory=list)
-    _needs: dict[str, list[tuple[CounterKey, Quantity]]] = field(default_factory=dict)
+    # Devices naming one counter set twice: their debits summed per counter (see needs).
+    needs_summed: dict[str, list[tuple[CounterKey, Quantity]]] = field(default_factory=dict)
     # id(capacity map) -> whether any of its capacities has a request policy. Keyed by
     # id, which is safe while `devices` keeps every map alive.
-    _policies: dict[int, bool] = field(default_factory=dict)
+    policy_cache: dict[int, bool] = field(default_factory=dict)
 
     def has_policy(self, dev: Device) -> bool:
-        found = self._policies.get(id(dev.capacity))
+        found = self.policy_cache.get(id(dev.capacity))
         if found is None:
-            found = self._policies[id(dev.capacity)] = any(
+            found = self.policy_cache[id(dev.capacity)] = any(
                 c.request_default is not None
                 or c.valid_min is not None
                 or c.valid_max is not None
@@ -52,8 +53,8 @@ class ParsedPool:
     def needs(self, device: str) -> list[tuple[CounterKey, Quantity]]:
         """What one allocation of the device debits, one entry per counter (the same
         counter set named twice in consumesCounters adds up; settled at parse time)."""
-        if self._needs:
-            found = self._needs.get(device)
+        if self.needs_summed:
+            found = self.needs_summed.get(device)
             if found is not None:
                 return found
         return self.consumption.get(device, [])
@@ -147,7 +148,7 @@ def parse_pool(
                 summed: dict[CounterKey, Quantity] = {}
                 for key, q in debits:
                     summed[key] = summed[key] + q if key in summed else q
-                p._needs[dev.name] = list(summed.items())
+                p.needs_summed[dev.name] = list(summed.items())
             if id(dev.capacity) in clean_capacities:
                 continue
             before = len(errors)

@@ -76,6 +76,17 @@ class AllocatedState:
         return name in self.dedicated or name in self.shared or name in self.capacity
 
 
+def counters_left_nanos(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, int]:
+    """`counters_left` as integer nanos: what the per-device counter check compares."""
+    left = {k: q.nanos for k, q in parsed.counter_totals.items()}
+    for name, debits in parsed.counted:
+        if state.used(name):
+            for key, q in debits:
+                if key in left:
+                    left[key] -= q.nanos
+    return left
+
+
 def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, Quantity]:
     left = dict(parsed.counter_totals)
     for name, debits in parsed.counted:
@@ -91,47 +102,73 @@ class ViewCheck:
     """One ok outcome of a view with its counters left, ready to judge devices."""
 
     parsed: ParsedPool
-    left: Mapping[CounterKey, Quantity]
+    left: Mapping[CounterKey, int]  # nanos: compared per device on every claim change
     overcommitted: bool
 
-    def refusal(
+    def refusals(
         self,
-        dev: Device,
+        devs: Sequence[Device],
+        tainted: Sequence[bool] | None,
         state: AllocatedState,
-        tainted: bool,
         composite_blocked: Callable[[Device], bool],
-    ) -> str | None:
-        name = dev.name
-        if name in state.dedicated:
-            return "InUse"
-        multi = dev.allow_multiple_allocations
-        if dev.capacity:
-            used = state.capacity.get(name)
-            # A device taken whole, with nothing shared and no policy, always fits.
-            if (used or multi or self.parsed.has_policy(dev)) and not capacity_fits(dev, used):
-                return "InsufficientCapacity"
-        if tainted:
-            return "Tainted"
-        # A share that already holds capacity skips the counter check (the counters
-        # were debited with the first share); any other device checks them all.
-        if dev.consumes_counters and not (multi and name in state.capacity):
-            left = self.left
-            for key, q in self.parsed.needs(name):
-                have = left.get(key)
-                # Exact quantities compared as their integer nanos: this runs per device
-                # per claim change.
-                if have is not None and have.nanos < q.nanos:
+    ) -> list[str | None]:
+        """Why this view refuses each device (None: it would hand it out). One loop over
+        a view's devices with everything hoisted: it runs per device per claim change."""
+        dedicated, shared, used_capacity = state.dedicated, state.shared, state.capacity
+        left = self.left
+        # What each device debits (`ParsedPool.needs`), looked up without a call.
+        summed, consumption = self.parsed.needs_summed, self.parsed.consumption
+        policies = self.parsed.policy_cache
+        has_policy = self.parsed.has_policy
+        overcommitted = self.overcommitted
+        out: list[str | None] = []
+        append = out.append
+        for k, dev in enumerate(devs):
+            name = dev.name
+            if name in dedicated:
+                append("InUse")
+                continue
+            multi = dev.allow_multiple_allocations
+            if dev.capacity:
+                used = used_capacity.get(name)
+                # A device taken whole, with nothing shared and no policy, always fits.
+                check = used or multi
+                if not check:
+                    known = policies.get(id(dev.capacity))
+                    check = has_policy(dev) if known is None else known
+                if check and not capacity_fits(dev, used):
+                    append("InsufficientCapacity")
+                    continue
+            if tainted is not None and tainted[k]:
+                append("Tainted")
+                continue
+            # A share that already holds capacity skips the counter check (the counters
+            # were debited with the first share); any other device checks them all.
+            if dev.consumes_counters and not (multi and name in used_capacity):
+                short = False
+                for key, q in summed.get(name) or consumption.get(name) or ():
+                    have = left.get(key)
+                    if have is not None and have < q.nanos:
+                        short = True
+                        break
+                if short:
                     # Shares without consumedCapacity (what the scheduler writes for a
                     # device without capacity) do not count as "already shared", so the
                     # allocator charges the counters again for every share: upstream.
-                    if multi and name in state.shared:
-                        return "CountersChargedPerShare"
-                    return "InsufficientSharedCapacity"
-            if self.overcommitted:
-                return "CounterOvercommitted"
-        if dev.composite and composite_blocked(dev):
-            return "CapacitySourceInUse"
-        return None
+                    append(
+                        "CountersChargedPerShare"
+                        if multi and name in shared
+                        else "InsufficientSharedCapacity"
+                    )
+                    continue
+                if overcommitted:
+                    append("CounterOvercommitted")
+                    continue
+            if dev.composite and composite_blocked(dev):
+                append("CapacitySourceInUse")
+                continue
+            append(None)
+        return out
 
 
 @dataclass(slots=True)
@@ -143,7 +180,7 @@ class Judgement:
     verdicts: dict[tuple[int, int], Verdict]
     # Per view that can hand out devices: the devices it would hand out and the counters
     # it has left, for the partition figures.
-    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]]
+    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]]  # nanos
     # Slices that reach some node but are older than what that node's view uses.
     stale: set[int]
 
@@ -160,12 +197,12 @@ def judge(
     state: AllocatedState,
     tainted: Callable[[int, int], bool] | None,
     composite_blocked: Callable[[Device], bool],
-    left_for: Callable[[ParsedPool], Mapping[CounterKey, Quantity]],
+    left_for: Callable[[ParsedPool], Mapping[CounterKey, int]],
 ) -> Judgement:
     """`tainted` None: nothing in the pool can be tainted. `left_for` gives the counters
     left under one parse of the pool (the caller may already have them)."""
     best: dict[tuple[int, int], Verdict] = {}
-    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]] = []
+    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]] = []
     stale: set[int] = set()
     blocked = composite_blocked
     views = tuple(views)
@@ -180,34 +217,31 @@ def judge(
         for o in view.outcomes:
             if o.kind == "ok" and o.parsed is not None:
                 left = left_for(o.parsed)
-                checks.append(ViewCheck(o.parsed, left, any(q.sign() < 0 for q in left.values())))
+                checks.append(ViewCheck(o.parsed, left, any(n < 0 for n in left.values())))
             else:
                 checks.append(_KIND_REASON[o.kind])
         free: set[tuple[int, int]] = set()
-        single = checks[0] if len(checks) == 1 else None
+        targets = view.targets
+        devs = [flat[i].devices[j] for i, j in targets]
+        taints = [tainted(*at) for at in targets] if tainted is not None else None
+        by_check: list[list[str | None]] = [
+            [c] * len(targets) if isinstance(c, str) else c.refusals(devs, taints, state, blocked)
+            for c in checks
+        ]
         unsupported = view.unsupported
         fresh = not best  # the first view: nothing to compare with
-        for at in view.targets:
-            dev = flat[at[0]].devices[at[1]]
-            is_tainted = tainted is not None and tainted(*at)
+        for k, at in enumerate(targets):
             verdict: Verdict
-            if single is not None:
+            if len(by_check) == 1:
                 # One count to trust, as in almost every pool: no lists to build.
-                r = (
-                    single
-                    if isinstance(single, str)
-                    else single.refusal(dev, state, is_tainted, blocked)
-                )
+                r = by_check[0][k]
                 if r is None and unsupported and at in unsupported:
                     r = "UnsupportedNodeSelector"
                 verdict = ("no", r) if r is not None else _YES
                 if ambiguous:
                     per_count.setdefault(at, []).append((vi, [r]))
             else:
-                reasons = [
-                    c if isinstance(c, str) else c.refusal(dev, state, is_tainted, blocked)
-                    for c in checks
-                ]
+                reasons = [a[k] for a in by_check]
                 if at in unsupported:
                     reasons = [r or "UnsupportedNodeSelector" for r in reasons]
                 per_count.setdefault(at, []).append((vi, reasons))
