@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 
 from builders import DRIVER, claim, device, result, rslice, taint_rule
-from damage import ODD_VALUES, Edit, damaged, paths_of
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from draview.api.claims import ResourceClaim
 from draview.api.slices import ResourceSlice
@@ -19,7 +14,6 @@ from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.store import Store
 from draview.controller.writer import Writer
-from draview.engine.allocations import allocations_from_object, claim_allocations
 
 
 def test_merge_diff_is_minimal_and_nulls_removed_keys() -> None:
@@ -110,28 +104,3 @@ def test_the_interner_is_bounded_by_what_live_slices_need() -> None:
     # Cleared once past the limit, then refilled only by what was read since.
     assert 0 < len(ctl.interner) <= ctl.interner_limit
     assert {s.name for s in ctl.store.slices.values()} == {"s", "t", "u"}
-
-
-CLAIM_BASE = claim(
-    "c",
-    result("gpu-0"),
-    {**result("gpu-1", pool="pool-b"), "adminAccess": True, "shareID": "s1"},
-    {**result("nic-0"), "consumedCapacity": {"bw": "10G", "a": "1"}},
-)
-CLAIM_PATHS = [p for p in paths_of(CLAIM_BASE) if p]
-
-
-@settings(max_examples=300)
-@given(st.lists(st.tuples(st.sampled_from(CLAIM_PATHS), ODD_VALUES, st.booleans()), max_size=3))
-def test_allocations_read_directly_equal_the_models_whenever_the_models_read_the_claim(
-    edits: list[Edit],
-) -> None:
-    obj = damaged(CLAIM_BASE, edits)
-    direct = allocations_from_object(copy.deepcopy(obj))
-    try:
-        model = ResourceClaim.from_object(obj)
-    except (ValidationError, AttributeError, TypeError):
-        return  # unreadable: only the direct reader may still count its allocation
-    if direct is not None:
-        # repr, not ==: 1 == True, but admin access must come out as a bool.
-        assert repr(direct) == repr(claim_allocations(model))

@@ -25,7 +25,6 @@ from draview.controller.events import (
 )
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
-from draview.engine.allocations import allocations_from_object
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
@@ -52,6 +51,13 @@ def _now() -> str:
 
 # How each watched kind is keyed in the store: by uid (a name only if there is none;
 # a claim's name needs its namespace), and taint rules by name.
+def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    # The API server never sends metadata that is not a map, but a handler must not
+    # raise on what it is given: such an object is read (and reported) as nameless.
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _slice_key(meta: dict[str, Any]) -> str:
     return str(meta.get("uid") or meta.get("name"))
 
@@ -126,7 +132,7 @@ class Controller:
 
     def _seen(self, obj: dict[str, Any]) -> str | None:
         """The object's uid, or None when this exact version was already applied."""
-        meta = obj.get("metadata") or {}
+        meta = _metadata(obj)
         uid = str(meta.get("uid") or meta.get("name"))
         rv = str(meta.get("resourceVersion") or "")
         if rv and self.versions.get(uid) == rv:
@@ -135,7 +141,7 @@ class Controller:
         return uid
 
     def slice_event(self, kind: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
+        meta = _metadata(obj)
         uid = _slice_key(meta)
         if kind == "DELETED":
             self.versions.pop(uid, None)
@@ -149,7 +155,7 @@ class Controller:
             s = slice_from_object(obj, self.interner)
         except (ValidationError, AttributeError, TypeError) as exc:
             msg = short_error(exc) if isinstance(exc, ValidationError) else str(exc)
-            problem = ObjectProblem("ResourceSlice", str(meta.get("name")), msg, pool_of(obj))
+            problem = ObjectProblem("ResourceSlice", object_name(obj), msg, pool_of(obj))
             metrics.INVALID_OBJECTS.labels("ResourceSlice").inc()
             log.warning("unreadable ResourceSlice", extra={"object": problem.name, "error": msg})
             self.mark(self.store.put_slice(uid, None, problem))
@@ -157,18 +163,13 @@ class Controller:
         self.mark(self.store.put_slice(uid, s))
 
     def claim_event(self, kind: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
+        meta = _metadata(obj)
         uid = _claim_key(meta)
         if kind == "DELETED":
             self.versions.pop(uid, None)
             self.mark(self.store.delete_claim(uid))
         elif self._seen(obj) is not None:
-            # An allocated claim is kept as its allocations only: read them directly.
-            pools = allocations_from_object(obj)
-            if pools is not None:
-                self.mark(self.store.put_allocations(uid, pools))
-            else:
-                self._read_claim(uid, obj)
+            self._read_claim(uid, obj)
         metrics.CLAIMS_TRACKED.set(len(self.store.claim_pools))
 
     def _read_claim(self, uid: str, obj: dict[str, Any]) -> None:
@@ -205,7 +206,7 @@ class Controller:
         metrics.STALENESS.set(0)
 
     def taint_rule_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = _rule_key(obj.get("metadata") or {})
+        name = _rule_key(_metadata(obj))
         if kind == "DELETED":
             self.mark(self.store.delete_taint_rule(name))
             return
@@ -218,7 +219,7 @@ class Controller:
         self.mark(self.store.put_taint_rule(name, rule))
 
     def class_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = str((obj.get("metadata") or {}).get("name"))
+        name = str(_metadata(obj).get("name"))
         if kind == "DELETED":
             self.store.classes.pop(name, None)
             return
@@ -498,7 +499,7 @@ class Controller:
         key_of, handler, _ = self._relisted(kind)
         listed = set()
         for obj in objs:
-            listed.add(key_of(obj.get("metadata") or {}))
+            listed.add(key_of(_metadata(obj)))
             handler("MODIFIED", obj)
         return listed
 
