@@ -51,6 +51,17 @@ def test_invalid_quantity_is_recorded_not_raised(where: str) -> None:
     assert states(r)["p"] == ("Unavailable", "PoolInvalid")
 
 
+@pytest.mark.parametrize("step", ["0", "-2"])
+def test_a_step_that_is_not_positive_is_an_error_not_a_crash(step: str) -> None:
+    # No API server holds it (its validation divides by the step); the fuzzer made one.
+    policy = {"validRange": {"min": "1G", "step": step}}
+    nic = device("nic", shareable=True, capacity={"bw": {"value": "10G", "requestPolicy": policy}})
+    r = pool(rslice("s", [nic]), claim("a", result("nic", share="1", consumed={"bw": "2G"})))
+    assert prefixes(r) == ["InvalidQuantity"]
+    assert "validRange step" in r.errors.allocator[0]
+    assert states(r)["nic"] == ("Unavailable", "PoolInvalid")
+
+
 def test_inconsistent_slice_count_is_reported_but_not_an_allocator_error() -> None:
     r = pool(rslice("a", [device("x")], count=2), rslice("b", [device("y")], count=3))
     assert prefixes(r) == ["InconsistentSliceCount"]

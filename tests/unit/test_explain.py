@@ -275,3 +275,21 @@ def test_search_meets_a_cel_error_only_where_the_allocator_walks() -> None:
         claim_=pending("one", req("gpu", "device.attributes['gpu.example.com'].model == 'A100'")),
     )
     assert exp.verdict == "Error" and "aborts" in exp.summary
+
+
+def test_a_share_request_is_rounded_up_to_the_policy_step() -> None:
+    # min 1G, step 2G: a request of 1.5G takes 3G, more than the 2G left.
+    policy = {"validRange": {"min": "1G", "step": "2G"}}
+    nic = device("nic", shareable=True, capacity={"bw": {"value": "10G", "requestPolicy": policy}})
+    w = world(
+        CLASS, rslice("node-a", [nic]), claim("a", result("nic", share="1", consumed={"bw": "8G"}))
+    )
+    index = DeviceIndex.build(compute_world(w), w.taint_rules)
+    ex = Explainer()
+    exp = ex.explain(
+        pending("c", req("gpu", capacity={"requests": {"bw": "1.5G"}})), index, w.classes
+    )
+    choice = exp.requests[0].choices[0]
+    assert "CapacityTooSmall" in choice.blocked
+    # 3G, printed as the allocator prints a rounded amount (BinarySI, not a power of 1024)
+    assert "takes 3000000000" in choice.details[f"{DRIVER}/pool-a/nic"]

@@ -48,6 +48,8 @@ def _round_up_range(requested: Quantity, low: Quantity, step: Quantity | None) -
     if step is None:
         return requested
     r, s, m = requested.as_int_ceil(), step.as_int_ceil(), low.as_int_ceil()
+    if s <= 0:
+        return requested  # no API server holds such a step (validation divides by it)
     n, mod = divmod(r - m, s)  # r >= m here, so floor division is Go's truncation
     return Quantity.from_int(m + s * (n + (1 if mod else 0)), Format.BinarySI)
 
@@ -80,7 +82,7 @@ def violates_policy(q: Quantity, cap: Capacity) -> bool:
         if high is not None and q > high:
             return True
         step, low = _q(cap.valid_step), _q(cap.valid_min)
-        if step is not None and low is not None:
+        if step is not None and low is not None and step.as_int_ceil() > 0:
             return (q.as_int_ceil() - low.as_int_ceil()) % step.as_int_ceil() != 0
         return False
     if cap.valid_values:

@@ -157,7 +157,12 @@ def parse_pool(
                 texts = (cap.value, cap.request_default, cap.valid_min, cap.valid_max)
                 for cap_text in (*texts, cap.valid_step, *cap.valid_values):
                     if cap_text is not None:
-                        parse_q(cap_text, where, errors)
+                        q = parse_q(cap_text, where, errors)
+                        if cap_text is cap.valid_step and q is not None and q.as_int_ceil() <= 0:
+                            errors.append(
+                                f"InvalidQuantity: {where}: validRange step {q} is not "
+                                "positive (no API server holds it: validation divides by it)"
+                            )
             if len(errors) == before:
                 clean_capacities.add(id(dev.capacity))
     for fs in other_slices:

@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 
 from draview.api.claims import Toleration
 from draview.api.names import local_name
-from draview.api.slices import Capacity, Device, Taint
+from draview.api.slices import Device, Taint
+from draview.engine.capacity import consumed, violates_policy
 from draview.engine.taints import BLOCKING_EFFECTS
-from draview.quantity import Quantity, try_parse_quantity
+from draview.quantity import try_parse_quantity
 
 
 def tolerates(tol: Toleration, taint: Taint) -> bool:
@@ -30,23 +31,6 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> l
 
 def taint_text(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-
-
-def effective_request(cap: Capacity, want: Quantity) -> Quantity | None:
-    """What an allocation takes for a request under the capacity's requestPolicy, or None
-    when no valid amount covers the request."""
-    valid_min, valid_max = try_parse_quantity(cap.valid_min), try_parse_quantity(cap.valid_max)
-    if cap.valid_values:
-        values = sorted(
-            q for q in (try_parse_quantity(v) for v in cap.valid_values) if q is not None
-        )
-        return next((v for v in values if v >= want), None)
-    amount = want
-    if valid_min is not None and amount < valid_min:
-        amount = valid_min
-    if valid_max is not None and amount > valid_max:
-        return None
-    return amount
 
 
 def capacity_problem(
@@ -74,8 +58,9 @@ def capacity_problem(
             if want > total:
                 return f"capacity {name} is {total}, request is {want}"
             continue
-        amount = effective_request(cap, want)
-        if amount is None:
+        # What one share takes under the requestPolicy, as the allocator rounds it.
+        amount = consumed(want, cap)
+        if amount is None or violates_policy(amount, cap):
             return f"capacity {name}: requestPolicy allows no amount covering {want}"
         left = try_parse_quantity(available.get(local_name(name, driver), cap.value)) or total
         if amount > left:
