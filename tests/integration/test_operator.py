@@ -288,6 +288,53 @@ def test_apiserver_down_for_20s_then_converges(
         crds.delete("resourceslice", name)
 
 
+def test_a_silent_watch_is_given_up_and_resumed(
+    crds: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> None:
+    """A watch connection that stays open but carries nothing (here: the API server
+    frozen with SIGSTOP) is dropped after --watch-silence-timeout and resumed from the
+    last version seen, not held until the request's 330 s limit; nothing is lost."""
+    if os.environ.get("KUBECONFIG"):
+        pytest.skip("needs the local control plane (e2e/cluster), not an external cluster")
+    pidfile = _apiserver_pidfile()
+    assert pidfile.exists(), f"the local control plane left no pid file at {pidfile}"
+    op = Operator(
+        crds.kubeconfig, ("--leader-elect", "false", "--watch-silence-timeout", "3")
+    ).start(tmp_path)
+    pool, name = uniq("pool"), uniq("slice")
+    crds.create(rslice(name, pool, [{"name": "gpu-0"}, {"name": "gpu-1"}]))
+    try:
+        op.wait_ready()
+        wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Available", None)})
+        pid = int(pidfile.read_text())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(8)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        crds.wait_for(
+            "API server ready", lambda: crds.run("get", "--raw", "/readyz").returncode == 0
+        )
+        given_up = [
+            line
+            for line in op.logs().splitlines()
+            if "watch failed; resuming" in line and "resourceslices" in line
+        ]
+        assert given_up, op.logs()
+        allocate(crds, kube_namespace, "after-silence", pool, "gpu-0")
+        crds.wait_for(
+            "allocation seen after the silence",
+            lambda: (
+                device_states(crds, name)
+                == {"gpu-0": ("Allocated", None), "gpu-1": ("Available", None)}
+            ),
+            timeout=60,
+        )
+    finally:
+        assert op.stop() == 0, op.logs()
+        crds.delete("resourceslice", name)
+
+
 def test_a_broken_pool_never_stops_the_others(operator: Operator, crds: KubeCluster) -> None:
     bad, good = uniq("pool"), uniq("pool")
     # The API server accepts this (the reference crosses slices); the allocator would not.

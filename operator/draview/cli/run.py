@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         burst=s.burst,
         write_concurrency=s.write_concurrency,
         resync_interval=s.resync_interval,
+        watch_silence_timeout=s.watch_silence_timeout,
         bind_address=s.bind_address,
         port=s.port,
         leader_elect=s.leader_elect,

@@ -43,6 +43,12 @@ class RunSettings(BaseSettings):
     resync_interval: float = Field(
         300, gt=0, description="seconds between full re-lists that heal missed watch events"
     )
+    watch_silence_timeout: float = Field(
+        150,
+        gt=0,
+        description="seconds a watch may receive nothing before its connection is taken "
+        "for dead and the watch resumed (the API server sends a bookmark about every minute)",
+    )
     bind_address: str = Field("0.0.0.0", description="address for /healthz, /readyz, /metrics")
     port: int = Field(8080, gt=0, lt=65536, description="port for /healthz, /readyz, /metrics")
     leader_elect: bool = Field(True, description="elect a leader with a Lease; only it writes")

@@ -50,6 +50,7 @@ class RunConfig:
     retry_period: float = 2.0
     # SIGTERM: time to finish pending writes, under the pod's terminationGracePeriodSeconds.
     shutdown_timeout: float = 20.0
+    watch_silence_timeout: float = watch.SILENCE_TIMEOUT
 
 
 # Listed once and then watched by the operator itself (watch.py), from that list's
@@ -340,6 +341,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
                     list_versions[plural],
                     ctl.handler(kind),
                     functools.partial(relist_kind, kind, plural),
+                    cfg.watch_silence_timeout,
                 ),
                 name=f"watch-{plural}",
             )

@@ -25,6 +25,12 @@ Handler = Callable[[str, dict[str, Any]], None]  # (event type, object)
 # silent for longer than the client timeout is a dead connection.
 SERVER_TIMEOUT = 300
 CLIENT_TIMEOUT = 330
+# A connection that stays open but carries nothing (a peer gone without a reset, a
+# frozen API server) would otherwise hold the watch until CLIENT_TIMEOUT, the store
+# going stale all the while. The API server sends a bookmark about once a minute to a
+# watch that asked for them (the watch cache's bookmarkFrequency), so a silence of
+# several minutes' worth is a dead connection; resuming costs one request, no re-list.
+SILENCE_TIMEOUT = 150.0
 
 
 class Gone(Exception):
@@ -39,6 +45,7 @@ async def stream(
     resource_version: str,
     handler: Handler,
     server_timeout: int = SERVER_TIMEOUT,
+    silence_timeout: float = SILENCE_TIMEOUT,
 ) -> str:
     """Apply every event from `resource_version` until the server ends the watch; returns
     the last resourceVersion seen (bookmarks included) to resume from."""
@@ -51,7 +58,7 @@ async def stream(
         allow_watch_bookmarks=True,
         timeout_seconds=server_timeout,
         _preload_content=False,
-        _request_timeout=CLIENT_TIMEOUT,
+        _request_timeout=aiohttp.ClientTimeout(total=CLIENT_TIMEOUT, sock_read=silence_timeout),
     )
     try:
         if resp.status == 410:
@@ -94,6 +101,7 @@ async def follow(
     resource_version: str,
     handler: Handler,
     relist: Callable[[], Awaitable[str]],
+    silence_timeout: float = SILENCE_TIMEOUT,
 ) -> None:
     """Watch forever. After the server ends a watch or the connection breaks, go on from
     the last version seen (nothing is missed or replayed); when that version is gone,
@@ -105,7 +113,15 @@ async def follow(
             if stale:
                 resource_version = await relist()
                 stale = False
-            resource_version = await stream(api, group, version, plural, resource_version, handler)
+            resource_version = await stream(
+                api,
+                group,
+                version,
+                plural,
+                resource_version,
+                handler,
+                silence_timeout=silence_timeout,
+            )
             delay = 1.0
         except Gone:
             log.info("watch expired; re-listing", extra={"kind": plural})
