@@ -243,6 +243,21 @@ def _apiserver_pidfile() -> Path:
     return Path(state) / "pids" / "kube-apiserver.pid"
 
 
+def _allocate_gpu_0(
+    crds: KubeCluster, namespace: str, claim: str, pool: str, name: str, timeout: float
+) -> None:
+    """Allocate gpu-0 of a two-GPU slice and wait until the operator shows it."""
+    allocate(crds, namespace, claim, pool, "gpu-0")
+    crds.wait_for(
+        f"allocation by {claim} seen",
+        lambda: (
+            device_states(crds, name)
+            == {"gpu-0": ("Allocated", None), "gpu-1": ("Available", None)}
+        ),
+        timeout=timeout,
+    )
+
+
 def test_apiserver_down_for_20s_then_converges(
     operator: Operator, crds: KubeCluster, kube_namespace: str
 ) -> None:
@@ -275,15 +290,7 @@ def test_apiserver_down_for_20s_then_converges(
     )
     try:
         assert operator.get("/healthz")[0] == 200
-        allocate(crds, kube_namespace, "after-restart", pool, "gpu-0")
-        crds.wait_for(
-            "allocation after the restart",
-            lambda: (
-                device_states(crds, name)
-                == {"gpu-0": ("Allocated", None), "gpu-1": ("Available", None)}
-            ),
-            timeout=90,
-        )
+        _allocate_gpu_0(crds, kube_namespace, "after-restart", pool, name, timeout=90)
     finally:
         crds.delete("resourceslice", name)
 
@@ -321,15 +328,7 @@ def test_a_silent_watch_is_given_up_and_resumed(
             if "watch failed; resuming" in line and "resourceslices" in line
         ]
         assert given_up, op.logs()
-        allocate(crds, kube_namespace, "after-silence", pool, "gpu-0")
-        crds.wait_for(
-            "allocation seen after the silence",
-            lambda: (
-                device_states(crds, name)
-                == {"gpu-0": ("Allocated", None), "gpu-1": ("Available", None)}
-            ),
-            timeout=60,
-        )
+        _allocate_gpu_0(crds, kube_namespace, "after-silence", pool, name, timeout=60)
     finally:
         assert op.stop() == 0, op.logs()
         crds.delete("resourceslice", name)
