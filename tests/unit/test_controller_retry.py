@@ -148,6 +148,25 @@ async def test_every_failure_is_logged_with_the_retry_after_next_to_the_wait(
         assert getattr(r, "retry_in", 0) >= 7.0
 
 
+async def test_an_unreachable_api_server_is_one_line_per_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="draview.writer")
+    api, clock = FakeApi(), Clock()
+    w = writer_with(api, clock)
+    for name in ("a", "b", "c"):
+        w._failed(("resourcepoolstatuses", name), ApiException(status=0))
+    assert await w.apply([named("d")], []) == {}  # a write gets through: the outage is over
+    w._failed(("resourcepoolstatuses", "e"), ApiException(status=0))
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert said == [
+        "API server unreachable; status writes wait for it",
+        "API server reachable again; status writes resume",
+        "API server unreachable; status writes wait for it",
+    ]
+    assert errors("resourcepoolstatuses", "connection") >= 4  # every failure still counted
+
+
 async def test_a_missing_crd_blocks_its_kind_until_a_probe_sees_it_again() -> None:
     api, clock = FakeApi(create_cluster_custom_object=[404]), Clock()
     w = writer_with(api, clock)
