@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
+import logging
 
 import pytest
 from kubernetes_asyncio.client import V1Lease
@@ -135,6 +136,21 @@ async def test_transient_failures_are_tolerated_until_the_renew_deadline() -> No
             stepped_down_at = clock.now
     assert stepped_down_at == a.renewed_at + 10
     assert events == ["a start", "a stop"]
+
+
+async def test_failing_lease_requests_are_one_warning_per_streak(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="draview.leader")
+    api, clock = FakeLeases(), Clock()
+    a = elector(api, clock, "a")
+    await a.step()
+    api.fail = 3
+    for _ in range(5):
+        await clock.sleep(2)
+        await a.step()
+    said = [r.getMessage() for r in caplog.records if r.name == "draview.leader"]
+    assert said == ["became leader", "lease request failed", "lease requests succeed again"]
 
 
 async def test_no_write_starts_after_the_renew_deadline_even_if_the_loop_is_stuck() -> None:

@@ -86,6 +86,9 @@ class LeaderElector:
         # The record as last seen (resourceVersion, holder) and when it last changed.
         self.observed: tuple[str, str] | None = None
         self.observed_at = 0.0
+        # Lease requests failing in a row: the first is a warning, the rest debug (an API
+        # server outage was one warning per retry period), a success ends the streak.
+        self.failing = 0
 
     def may_write(self) -> bool:
         """True only while a renewal succeeded less than renew_deadline ago."""
@@ -150,10 +153,19 @@ class LeaderElector:
     async def _try(self) -> Attempt:
         try:
             # A request that hangs must not outlive the deadline it is meant to meet.
-            return await asyncio.wait_for(self._attempt(), self.renew_deadline)
+            outcome = await asyncio.wait_for(self._attempt(), self.renew_deadline)
         except Exception as exc:  # API errors, timeouts, lost connections
-            log.warning("lease request failed", extra={"error": str(exc) or type(exc).__name__})
+            self.failing += 1
+            extra = {"error": str(exc) or type(exc).__name__, "failures": self.failing}
+            if self.failing == 1:
+                log.warning("lease request failed", extra=extra)
+            else:
+                log.debug("lease request failed again", extra=extra)
             return "error"
+        if self.failing:
+            log.info("lease requests succeed again", extra={"failures": self.failing})
+            self.failing = 0
+        return outcome
 
     def _gain(self) -> None:
         self.leading = True
