@@ -36,7 +36,7 @@ from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
-from draview.engine.verdict import AllocatedState, counters_left_nanos, judge
+from draview.engine.verdict import AllocatedState, counters_left, judge
 from draview.engine.views import Outcome, Parser, View, build_views, bystander
 from draview.quantity import Format, Quantity, format_nanos
 
@@ -170,7 +170,7 @@ class _PoolComputation:
         # (without duplicates, counting by name and by instance agree).
         if parsed is self.parsed and not parsed.errors:
             return self.left
-        return counters_left_nanos(parsed, self.alloc)
+        return counters_left(parsed, self.alloc)
 
     def debits(self, i: int, j: int) -> list[tuple[CounterKey, Quantity]]:
         """What the device debits, as the first node view that hands it out parses it."""
@@ -209,8 +209,9 @@ class _PoolComputation:
             else:
                 state = "Unavailable"
             status: DeviceStatus = {"name": name, "state": state}
+            found = by_device.get(name)
+            refs = sorted(found, key=_sort_key) if found else []
             if dev.allow_multiple_allocations:
-                refs = sorted(by_device.get(name, ()), key=_sort_key)
                 total, available = shared_capacity(dev, refs)
                 if total:
                     self.has_capacity = True
@@ -219,13 +220,8 @@ class _PoolComputation:
                 acc.add_capacity(total, available)
                 if pool_acc is not None:
                     pool_acc.add_capacity(total, available)
-                if reason is not None:
-                    status["stateReason"] = reason
-            else:
-                if reason is not None:
-                    status["stateReason"] = reason
-                found = by_device.get(name)
-                refs = sorted(found, key=_sort_key) if found else []
+            if reason is not None:
+                status["stateReason"] = reason
             if refs:
                 status["allocations"] = [_allocation(r) for r in refs[:cap]]
                 status["allocationCount"] = len(refs)
@@ -247,7 +243,7 @@ def _check_allocations(
 ) -> None:
     # Sorted only when something is wrong: this runs on every claim change.
     for name in sorted(n for n in by_device if n not in parsed.devices):
-        for ref in sorted(by_device[name], key=lambda r: r.sort_key):
+        for ref in sorted(by_device[name], key=_sort_key):
             errors.other.append(
                 f"DanglingAllocation: claim {ref.claim_namespace}/{ref.claim_name} "
                 f"(request {ref.request or '-'}) names device {name}, which pool "

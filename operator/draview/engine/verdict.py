@@ -76,24 +76,15 @@ class AllocatedState:
         return name in self.dedicated or name in self.shared or name in self.capacity
 
 
-def counters_left_nanos(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, int]:
-    """`counters_left` as integer nanos: what the per-device counter check compares."""
+def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, int]:
+    """What is left of every counter of the parse, in nanos, once every device instance
+    in use has debited it (checkAvailableCounters' view; compared, never printed)."""
     left = {k: q.nanos for k, q in parsed.counter_totals.items()}
     for name, debits in parsed.counted:
         if state.used(name):
             for key, q in debits:
                 if key in left:
                     left[key] -= q.nanos
-    return left
-
-
-def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, Quantity]:
-    left = dict(parsed.counter_totals)
-    for name, debits in parsed.counted:
-        if state.used(name):
-            for key, q in debits:
-                if key in left:
-                    left[key] = left[key] - q
     return left
 
 

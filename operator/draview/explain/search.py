@@ -168,8 +168,9 @@ class NodeSearch:
         self.allocating: set[tuple[str, str, str]] = set()
         self.shares: dict[tuple[str, str, str], int] = {}
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
-        self.available: dict[str, dict[CounterKey, Quantity]] = {}  # per pool NAME
-        self.consumed: dict[str, dict[CounterKey, Quantity]] = {}
+        # Counters left and taken by this attempt, in nanos, per pool NAME.
+        self.available: dict[str, dict[CounterKey, int]] = {}
+        self.consumed: dict[str, dict[CounterKey, int]] = {}
         self.results: list[SearchDevice] = []
         self.constraints = [_constraint(c) for c in claim.constraints]
 
@@ -409,10 +410,10 @@ class NodeSearch:
             self.available[name] = available
         consumed = self.consumed.setdefault(name, {})
         for key, q in d.debits:
-            consumed[key] = consumed[key] + q if key in consumed else q
+            consumed[key] = consumed.get(key, 0) + q.nanos
         for key, left in available.items():
             # A counter this attempt does not touch still fails when already negative.
-            if (left < consumed[key]) if key in consumed else (left.sign() < 0):
+            if left < consumed.get(key, 0):
                 self._release_counters(d, pool)
                 return False
         return True
@@ -420,4 +421,4 @@ class NodeSearch:
     def _release_counters(self, d: SearchDevice, pool: NodePool) -> None:
         consumed = self.consumed[pool.pool]
         for key, q in d.debits:
-            consumed[key] = consumed[key] - q
+            consumed[key] -= q.nanos
