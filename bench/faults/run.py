@@ -34,13 +34,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
+import apiserver  # noqa: E402
 from analyzed import differences  # noqa: E402
 from audit import writes  # noqa: E402
 from operator_proc import Operator  # noqa: E402
 
-STATE = Path(os.environ.get("DRAVIEW_CLUSTER_DIR") or Path.home() / ".cache/draview-cluster/run")
+STATE = apiserver.STATE
 KUBECONFIG = str(STATE / "kubeconfig")
-KUBECTL = str(Path((STATE / "bin-dir").read_text().strip()) / "kubectl")
 AUDIT = STATE / "logs" / "audit.log"
 LEASE = ("--lease-duration", "5", "--renew-deadline", "4", "--retry-period", "1")
 
@@ -51,7 +51,12 @@ def log(msg: str) -> None:
 
 def kubectl(*args: str) -> str:
     out = subprocess.run(
-        [KUBECTL, f"--kubeconfig={KUBECONFIG}", *args],
+        # Found when first used, so that --help works without a control plane.
+        [
+            str(Path((STATE / "bin-dir").read_text().strip()) / "kubectl"),
+            f"--kubeconfig={KUBECONFIG}",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -81,18 +86,17 @@ def api_ready() -> bool:
 def restart_apiserver(compact: bool) -> float:
     """Stop the API server, optionally compact etcd meanwhile, start it again with the
     same command line; returns the seconds it was unready."""
-    pidfile = STATE / "pids" / "kube-apiserver.pid"
-    pid = int(pidfile.read_text())
-    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    pid = apiserver.pid()
+    cmd = apiserver.command(pid)
     t0 = time.monotonic()
     os.kill(pid, signal.SIGTERM)
     try:
         # Graceful termination waits for the requests in flight: over 60 s once, mid-sync.
-        wait("API server stopped", lambda: _gone(pid), 90, 0.1)
+        wait("API server stopped", lambda: apiserver.gone(pid), 90, 0.1)
     except TimeoutError:
         log("API server still stopping after 90 s: SIGKILL")
         os.kill(pid, signal.SIGKILL)
-        wait("API server killed", lambda: _gone(pid), 30, 0.1)
+        wait("API server killed", lambda: apiserver.gone(pid), 30, 0.1)
     res_stopped = time.monotonic() - t0
     log(f"API server stopped after {res_stopped:.1f} s")
     if compact:
@@ -100,26 +104,9 @@ def restart_apiserver(compact: bool) -> float:
         rev = _etcd(etcd, "/v3/kv/range", {"key": "Lw=="})["header"]["revision"]
         _etcd(etcd, "/v3/kv/compaction", {"revision": rev, "physical": True})
         log(f"etcd compacted at revision {rev}")
-    with open(STATE / "logs" / "kube-apiserver.log", "ab") as out:
-        proc = subprocess.Popen(
-            [c.decode() for c in cmd],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    pidfile.write_text(str(proc.pid))  # e2e/cluster/down stops the new one
+    apiserver.start(cmd)
     wait("API server ready", api_ready, 120)
     return time.monotonic() - t0
-
-
-def _gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie nobody has reaped yet (its parent may be a
-    test run that ended long ago)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _etcd(base: str, path: str, body: dict[str, Any]) -> Any:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import apiserver
 import pytest
 from operator_helpers import (
     DRIVER,
@@ -236,13 +236,6 @@ def test_restart_with_an_unchanged_world_writes_nothing(
         crds.delete("resourceslice", name)
 
 
-def _apiserver_pidfile() -> Path:
-    state = os.environ.get(
-        "DRAVIEW_CLUSTER_DIR", str(Path.home() / ".cache" / "draview-cluster" / "run")
-    )
-    return Path(state) / "pids" / "kube-apiserver.pid"
-
-
 def _allocate_gpu_0(
     crds: KubeCluster, namespace: str, claim: str, pool: str, name: str, timeout: float
 ) -> None:
@@ -263,28 +256,17 @@ def test_apiserver_down_for_20s_then_converges(
 ) -> None:
     if os.environ.get("KUBECONFIG"):  # an external cluster's API server is not ours to kill
         pytest.skip("needs the local control plane (e2e/cluster), not an external cluster")
-    pidfile = _apiserver_pidfile()
-    assert pidfile.exists(), f"the local control plane left no pid file at {pidfile}"
+    pid = apiserver.pid()
     pool, name = uniq("pool"), uniq("slice")
     crds.create(rslice(name, pool, [{"name": "gpu-0"}, {"name": "gpu-1"}]))
     wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Available", None)})
-    pid = int(pidfile.read_text())
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    log = pidfile.parent.parent / "logs" / "kube-apiserver.log"
+    cmd = apiserver.command(pid)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while not apiserver.gone(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(20)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [c.decode() for c in cmdline],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    pidfile.write_text(f"{proc.pid}\n")  # so that e2e/cluster/down stops this one
+    apiserver.start(cmd)
     crds.wait_for(
         "API server ready", lambda: crds.run("get", "--raw", "/readyz").returncode == 0, timeout=120
     )
@@ -303,8 +285,7 @@ def test_a_silent_watch_is_given_up_and_resumed(
     last version seen, not held until the request's 330 s limit; nothing is lost."""
     if os.environ.get("KUBECONFIG"):
         pytest.skip("needs the local control plane (e2e/cluster), not an external cluster")
-    pidfile = _apiserver_pidfile()
-    assert pidfile.exists(), f"the local control plane left no pid file at {pidfile}"
+    pid = apiserver.pid()
     op = Operator(
         crds.kubeconfig, ("--leader-elect", "false", "--watch-silence-timeout", "3")
     ).start(tmp_path)
@@ -313,7 +294,6 @@ def test_a_silent_watch_is_given_up_and_resumed(
     try:
         op.wait_ready()
         wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Available", None)})
-        pid = int(pidfile.read_text())
         os.kill(pid, signal.SIGSTOP)
         try:
             time.sleep(8)
