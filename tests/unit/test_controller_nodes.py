@@ -1,0 +1,111 @@
+"""NodeIndex: which pools a node event re-judges, and the snapshot the engine is handed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from draview.api.nodes import NodeInfo
+from draview.api.slices import ResourceSlice
+from draview.controller.nodes import NO_NODES, NodeIndex, reach_of
+
+RACK = "topology.example.com/rack"
+
+
+def _slice(pool: str, **reach: Any) -> ResourceSlice:
+    return ResourceSlice.from_object(
+        {
+            "metadata": {"name": f"{pool}-0"},
+            "spec": {
+                "driver": "d.example.com",
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "dev-0"}],
+                **reach,
+            },
+        }
+    )
+
+
+def _selector(key: str) -> dict[str, Any]:
+    return {
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "Exists"}]}]
+        }
+    }
+
+
+LOCAL = ("d.example.com", "local")
+ALL = ("d.example.com", "all")
+RACKED = ("d.example.com", "racked")
+
+
+def _index() -> NodeIndex:
+    idx = NodeIndex()
+    idx.pool_changed(LOCAL, [_slice("local", nodeName="node-1")])
+    idx.pool_changed(ALL, [_slice("all", allNodes=True)])
+    idx.pool_changed(RACKED, [_slice("racked", **_selector(RACK))])
+    return idx
+
+
+def test_reach_of_names_the_label_keys_selectors_read() -> None:
+    assert reach_of([_slice("p", nodeName="node-1")]) is None
+    all_nodes = reach_of([_slice("p", allNodes=True)])
+    assert all_nodes is not None and all_nodes.keys == frozenset()
+    racked = reach_of([_slice("p", **_selector(RACK)), _slice("q", nodeName="node-2")])
+    assert racked is not None and racked.keys == {RACK}
+
+
+def test_reach_of_per_device_selection() -> None:
+    s = ResourceSlice.from_object(
+        {
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": "d.example.com",
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "perDeviceNodeSelection": True,
+                "devices": [
+                    {"name": "a", "nodeName": "node-1"},
+                    {"name": "b", **_selector("zone")},
+                ],
+            },
+        }
+    )
+    r = reach_of([s])
+    assert r is not None and r.keys == {"zone"}
+
+
+def test_a_new_or_removed_node_rejudges_every_selecting_pool_only() -> None:
+    idx = _index()
+    assert idx.put(NodeInfo("node-9", {})) == {ALL, RACKED}
+    assert idx.delete("node-9") == {ALL, RACKED}
+    assert idx.delete("node-9") == set()  # unknown: nothing changes
+
+
+def test_a_label_change_rejudges_only_pools_that_read_the_key() -> None:
+    idx = _index()
+    idx.put(NodeInfo("node-1", {"kubernetes.io/hostname": "node-1"}))
+    assert idx.put(NodeInfo("node-1", {"kubernetes.io/hostname": "node-1"})) == set()
+    assert idx.put(NodeInfo("node-1", {"kubernetes.io/hostname": "node-1", "x": "1"})) == set()
+    assert idx.put(NodeInfo("node-1", {"x": "1", RACK: "a"})) == {RACKED}
+    assert idx.put(NodeInfo("node-1", {"x": "1"})) == {RACKED}  # removed counts too
+
+
+def test_snapshot_is_shared_until_a_node_changes() -> None:
+    idx = _index()
+    idx.put(NodeInfo("node-2", {RACK: "b"}))
+    idx.put(NodeInfo("node-1", {RACK: "a"}))
+    first = idx.nodes_for(RACKED)
+    assert [n.name for n in first] == ["node-1", "node-2"]
+    assert idx.nodes_for(ALL) is first
+    assert idx.nodes_for(LOCAL) is NO_NODES  # named nodes need no Node objects
+    idx.put(NodeInfo("node-1", {RACK: "a"}))  # no change: same snapshot
+    assert idx.nodes_for(RACKED) is first
+    idx.put(NodeInfo("node-1", {RACK: "c"}))
+    again = idx.nodes_for(RACKED)
+    assert again is not first and again[0].labels == {RACK: "c"}
+
+
+def test_a_pool_that_stops_selecting_leaves_the_index() -> None:
+    idx = _index()
+    idx.pool_changed(ALL, [_slice("all", nodeName="node-3")])
+    assert idx.selecting() == {RACKED}
+    assert idx.put(NodeInfo("node-5", {})) == {RACKED}
