@@ -8,7 +8,7 @@ from typing import Literal
 from draview.api.status import Condition
 
 
-def _cond(
+def condition(
     type_: str,
     ok: bool,
     reason: str,
@@ -44,8 +44,8 @@ def pool_conditions(
         reason = "SliceCountMatch" if complete else "SlicesMissing"
         message = f"{observed} of {expected} slices published at generation {generation}"
     return [
-        _cond("Complete", complete, reason, message, previous, now),
-        _cond(
+        condition("Complete", complete, reason, message, previous, now),
+        condition(
             "Valid",
             errors == 0,
             "ValidationPassed" if errors == 0 else "ValidationFailed",
