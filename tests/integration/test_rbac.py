@@ -73,18 +73,34 @@ def chart_identity(
 ) -> Iterator[Identity]:
     """The chart's ServiceAccount and RBAC, applied for real into a fresh namespace (the
     release name is unique, so cluster-scoped names do not collide with other runs)."""
-    k = kube_cluster
+    yield from _identity(kube_cluster, kube_namespace, tmp_path)
+
+
+@pytest.fixture
+def identity_without_nodes(
+    kube_cluster: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> Iterator[Identity]:
+    """The chart's RBAC as an older chart had it: no rule for Nodes."""
+    yield from _identity(kube_cluster, kube_namespace, tmp_path, without="nodes")
+
+
+def _identity(
+    k: KubeCluster, namespace: str, tmp_path: Path, without: str | None = None
+) -> Iterator[Identity]:
     k.apply_crds()
     release = f"rbac-{uuid.uuid4().hex[:6]}"
-    docs = [d for d in render(kube_namespace, release=release) if d["kind"] in RBAC_KINDS]
+    docs = [d for d in render(namespace, release=release) if d["kind"] in RBAC_KINDS]
+    for d in docs:
+        if d["kind"] == "ClusterRole" and without:
+            d["rules"] = [r for r in d["rules"] if without not in r["resources"]]
     k.create(*docs)
     sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
     try:
         yield Identity(
             k,
-            kube_namespace,
+            namespace,
             sa,
-            token_kubeconfig(k, kube_namespace, sa, tmp_path / "sa.kubeconfig"),
+            token_kubeconfig(k, namespace, sa, tmp_path / "sa.kubeconfig"),
         )
     finally:
         for d in docs:
@@ -224,3 +240,46 @@ def check_roles(k: KubeCluster, ns: str, bindings: list[str]) -> None:
             assert can("get", "resourcepoolstatuses.draview.io")
             assert not can("patch", "resourceslicestatuses.draview.io/status")
             assert not can("update", "resourceslicestatuses.draview.io/status")
+
+
+def test_without_node_rbac_the_operator_judges_from_assumed_nodes(
+    identity_without_nodes: Identity, tmp_path: Path
+) -> None:
+    """An older chart's RBAC cannot watch Nodes: the operator says so once, exports
+    draview_nodes_watched 0, and judges pools that select nodes as `analyze` does
+    without Nodes, instead of failing its list forever."""
+    ident, k = identity_without_nodes, identity_without_nodes.k
+    assert not ident.can("list", "nodes")
+    name = f"rbac-{uuid.uuid4().hex[:6]}"
+    rslice: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "rbac.draview.io",
+            "allNodes": True,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-0"}],
+        },
+    }
+    op = Operator(
+        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
+    ).start(tmp_path)
+    try:
+        op.wait_ready(timeout=90)
+        assert "cannot watch Nodes" in op.logs(), op.logs()
+        assert op.metric("draview_nodes_watched") == 0
+        k.create(rslice)
+
+        def available() -> bool:
+            out = k.run("get", "resourceslicestatus", name, "-o", "json")
+            if out.returncode != 0:
+                return False
+            devices = json.loads(out.stdout).get("status", {}).get("devices", [])
+            return [d["state"] for d in devices] == ["Available"]
+
+        k.wait_for(f"ResourceSliceStatus {name}", available, timeout=60)
+        assert op.metric("dra_resourceslice_status_update_errors_total") == 0, op.logs()
+    finally:
+        k.delete("resourceslice", name)
+        assert op.stop() == 0, op.logs()

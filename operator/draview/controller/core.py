@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from draview.api.claims import ResourceClaim, read_claim
 from draview.api.fastslice import Interner, slice_from_object
+from draview.api.nodes import NodeInfo
 from draview.api.status import Condition
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, object_name, pool_of, short_error
@@ -23,6 +24,7 @@ from draview.controller.events import (
     SliceProblemReporter,
     pool_slices,
 )
+from draview.controller.nodes import NodeIndex
 from draview.controller.store import Store
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
@@ -70,6 +72,9 @@ def _rule_key(meta: dict[str, Any]) -> str:
     return str(meta.get("name"))
 
 
+_node_key = _rule_key  # Nodes are cluster-scoped and read as metadata only: by name
+
+
 # Pools computed between two yields to the event loop (about 0.1 s of CPU at most).
 COMPUTE_STEP = 50
 
@@ -113,6 +118,10 @@ class Controller:
         self.interner_limit = INTERNER_MIN
         # The latest result per pool: explanations of pending claims read them.
         self.results: dict[PoolKey, PoolResult] = {}
+        # The cluster's nodes (names and labels). While Nodes cannot be watched (RBAC),
+        # pools are judged as offline without Nodes: from assumed nodes.
+        self.nodes = NodeIndex()
+        self.nodes_watched = True
         self.leader = False
         self.synced = False
         # One writer at a time: a full sync and a batch must not interleave, or an older
@@ -218,6 +227,21 @@ class Controller:
             return
         self.mark(self.store.put_taint_rule(name, rule))
 
+    def node_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Only pools whose slices select nodes can change (controller/nodes.py)."""
+        if kind == "DELETED":
+            self.mark(self.nodes.delete(_node_key(_metadata(obj))))
+        else:
+            try:
+                node = NodeInfo.from_object(obj)
+            except ValueError as exc:  # an API server sends named nodes with string labels
+                log.warning(
+                    "unreadable Node", extra={"object": object_name(obj), "error": str(exc)}
+                )
+                return
+            self.mark(self.nodes.put(node))
+        metrics.NODES.set(len(self.nodes))
+
     def class_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = str(_metadata(obj).get("name"))
         if kind == "DELETED":
@@ -243,6 +267,8 @@ class Controller:
         rules = self.store.rules()
         for key in sorted(keys):
             slices = self.store.slices_of(key)
+            # Which label keys the pool's selectors read: known before its next node event.
+            self.nodes.pool_changed(key, slices)
             if not slices and not self.store.has_unreadable_slice(key):
                 removed.extend(self.pool_objects.pop(key, ()))
                 self.pool_errors.pop(key, None)
@@ -261,6 +287,7 @@ class Controller:
                     previous=self._previous(key),
                     now=now,
                     prepared=before.prepared if (before := self.results.get(key)) else None,
+                    nodes=self.nodes.nodes_for(key) if self.nodes_watched else None,
                 )
                 objs = result_objects(result, self.settings.max_object_bytes)
             except Exception:
@@ -480,10 +507,12 @@ class Controller:
         while the list runs are newer than the list and must survive the prune)."""
         if kind == "rule":
             return set(self.store.taint_rules)
+        if kind == "node":
+            return self.nodes.names()
         return set(self.store.uids(kind))
 
     def handler(self, kind: str) -> Handler:
-        """The event handler of a watched kind ("slice", "claim", "rule")."""
+        """The event handler of a watched kind ("slice", "claim", "rule", "node")."""
         return self._relisted(kind)[1]
 
     def _relisted(self, kind: str) -> tuple[Callable[[dict[str, Any]], str], Handler, str]:
@@ -492,6 +521,7 @@ class Controller:
             "slice": (_slice_key, self.slice_event, "uid"),
             "claim": (_claim_key, self.claim_event, "uid"),
             "rule": (_rule_key, self.taint_rule_event, "name"),
+            "node": (_node_key, self.node_event, "name"),
         }[kind]
 
     def apply_page(self, kind: str, objs: list[dict[str, Any]]) -> set[str]:

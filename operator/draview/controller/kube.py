@@ -149,6 +149,8 @@ async def list_all(
 
 
 NEEDED = [
+    ("list", "", "nodes", ""),
+    ("watch", "", "nodes", ""),
     ("list", GROUP, "resourceslices", ""),
     ("watch", GROUP, "resourceslices", ""),
     ("list", GROUP, "resourceclaims", ""),

@@ -52,6 +52,11 @@ TASK_FAILURES = Counter(
     "draview_task_failures_total", "Internal tasks that failed and ended the process", ["task"]
 )
 IS_LEADER = Gauge("draview_leader", "1 while this replica holds the leader lease")
+NODES = Gauge("draview_nodes", "Nodes known from the metadata-only Node watch")
+NODES_WATCHED = Gauge(
+    "draview_nodes_watched",
+    "1 while Nodes are watched; 0: pools that select nodes are judged from assumed nodes",
+)
 
 POOL_DEVICES = Gauge(
     "draview_pool_devices",

@@ -24,6 +24,7 @@ from draview.controller.core import Controller, Settings
 from draview.controller.events import SliceEvent, post_event, post_slice_event
 from draview.controller.health import serve
 from draview.controller.leader import LeaderElector
+from draview.controller.metadata import CoreMetadata
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.writer import Writer
 
@@ -54,8 +55,14 @@ class RunConfig:
 
 
 # Listed once and then watched by the operator itself (watch.py), from that list's
-# version: a kopf watch would list them all again.
-WATCHED = (("slice", "resourceslices"), ("claim", "resourceclaims"), ("rule", "devicetaintrules"))
+# version: a kopf watch would list them all again. Nodes first: they are few, and every
+# pool that selects nodes is judged from them.
+WATCHED = (
+    ("node", "nodes"),
+    ("slice", "resourceslices"),
+    ("claim", "resourceclaims"),
+    ("rule", "devicetaintrules"),
+)
 
 
 def _register(registry: kopf.OperatorRegistry, ctl: Controller, versions: dict[str, str]) -> None:
@@ -194,6 +201,15 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         await post_slice_event(api, ev, instance=cfg.identity, api_version=slices_version)
 
     ctl = Controller(writer, cfg.settings, post, post_slice)
+    if {"list nodes.", "watch nodes."} & set(missing):
+        log.warning(
+            "cannot watch Nodes: pools whose slices select nodes are judged from assumed "
+            "nodes, as offline without Nodes (grant get, list and watch on nodes)"
+        )
+        ctl.nodes_watched = False
+    else:
+        versions["nodes"] = "v1"
+    metrics.NODES_WATCHED.set(int(ctl.nodes_watched))
     listed = False
 
     def not_ready() -> str | None:
@@ -208,7 +224,14 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     runner = await serve(cfg.bind_address, cfg.port, not_ready)
 
     custom = client.CustomObjectsApi(api)
+    node_meta = CoreMetadata(api)
     list_versions: dict[str, str] = {}  # plural -> resourceVersion of its latest list
+
+    def source(plural: str) -> tuple[Any, str, str]:
+        """Who lists and watches a kind: (client, group, version)."""
+        if plural == "nodes":
+            return node_meta, "", "v1"
+        return custom, kube.GROUP, versions[plural]
 
     async def relist_kind(kind: str, plural: str) -> str:
         """List one kind into the store, prune what it no longer holds; returns the
@@ -216,7 +239,9 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         before = ctl.known(kind)
         listed: set[str] = set()
         snapshot: dict[str, str] = {}
-        async for page in kube.list_pages(custom, versions[plural], plural, listed=snapshot):
+        lister, group, version = source(plural)
+        pages = kube.list_pages(lister, version, plural, group=group, listed=snapshot)
+        async for page in pages:
             listed |= ctl.apply_page(kind, page)
         ctl.prune(kind, before, listed)
         return snapshot.get("resourceVersion", "")
@@ -251,6 +276,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
             "slices": len(ctl.store.slices),
             "claims": len(ctl.store.claims),
             "pools": len(ctl.store.pool_slices),
+            "nodes": len(ctl.nodes),
             "seconds": round(time.monotonic() - started, 1),
         },
     )
@@ -334,9 +360,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         *(
             asyncio.create_task(
                 watch.follow(
-                    custom,
-                    kube.GROUP,
-                    versions[plural],
+                    *source(plural),
                     plural,
                     list_versions[plural],
                     ctl.handler(kind),
