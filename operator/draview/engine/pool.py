@@ -31,6 +31,7 @@ from draview.engine.composite import CompositeGraph
 from draview.engine.conditions import pool_conditions
 from draview.engine.flatten import FlatSlice, flatten_slice
 from draview.engine.model import AllocRef, EngineOptions, PoolKey, ValidationErrors
+from draview.engine.nodeviews import node_views_condition
 from draview.engine.partitions import PartitionInput, partitions
 from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.summary import SummaryAcc
@@ -395,6 +396,14 @@ def compute_pool(
         errors=len(all_errors),
         previous=previous,
         now=now,
+    )
+    unreachable = sum(
+        d.get("stateReason") == "Unreachable"
+        for sr in slice_results[: len(current)]
+        for d in sr.status["devices"]
+    )
+    conditions.append(
+        node_views_condition(prepared.views, prepared.flat, unreachable, previous, now)
     )
     # Separate copies: the same list in two places would become a YAML anchor.
     brief: PoolStatusBrief = {
