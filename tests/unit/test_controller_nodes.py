@@ -48,6 +48,8 @@ def _index() -> NodeIndex:
 
 def test_reach_of_names_the_label_keys_selectors_read() -> None:
     assert reach_of([_slice("p", nodeName="node-1")]) is None
+    counters_only = _slice("c", allNodes=True).model_copy(update={"devices": ()})
+    assert reach_of([counters_only]) is None  # offers no device to any node
     all_nodes = reach_of([_slice("p", allNodes=True)])
     assert all_nodes is not None and all_nodes.keys == frozenset()
     racked = reach_of([_slice("p", **_selector(RACK)), _slice("q", nodeName="node-2")])
@@ -73,10 +75,12 @@ def test_reach_of_per_device_selection() -> None:
     assert r is not None and r.keys == {"zone"}
 
 
-def test_a_new_or_removed_node_rejudges_every_selecting_pool_only() -> None:
+def test_a_new_or_removed_node_rejudges_the_pools_that_reach_it() -> None:
     idx = _index()
-    assert idx.put(NodeInfo("node-9", {})) == {ALL, RACKED}
-    assert idx.delete("node-9") == {ALL, RACKED}
+    assert idx.put(NodeInfo("node-9", {})) == {ALL}
+    assert idx.put(NodeInfo("node-8", {RACK: "a"})) == {ALL, RACKED}
+    assert idx.delete("node-9") == {ALL}
+    assert idx.delete("node-8") == {ALL, RACKED}  # with the labels it had
     assert idx.delete("node-9") == set()  # unknown: nothing changes
 
 
@@ -86,6 +90,7 @@ def test_a_label_change_rejudges_only_pools_that_read_the_key() -> None:
     assert idx.put(NodeInfo("node-1", {"kubernetes.io/hostname": "node-1"})) == set()
     assert idx.put(NodeInfo("node-1", {"kubernetes.io/hostname": "node-1", "x": "1"})) == set()
     assert idx.put(NodeInfo("node-1", {"x": "1", RACK: "a"})) == {RACKED}
+    assert idx.put(NodeInfo("node-1", {"x": "1", RACK: "b"})) == set()  # Exists either way
     assert idx.put(NodeInfo("node-1", {"x": "1"})) == {RACKED}  # removed counts too
 
 
@@ -108,4 +113,4 @@ def test_a_pool_that_stops_selecting_leaves_the_index() -> None:
     idx = _index()
     idx.pool_changed(ALL, [_slice("all", nodeName="node-3")])
     assert idx.selecting() == {RACKED}
-    assert idx.put(NodeInfo("node-5", {})) == {RACKED}
+    assert idx.put(NodeInfo("node-5", {RACK: "a"})) == {RACKED}

@@ -2,9 +2,11 @@
 
 The allocator gathers every pool per node: a slice reaches a node by nodeName, allNodes,
 a node selector, or per device. A pool whose slices only name nodes is judged from the
-nodes they name, whatever Node objects exist, so a node event re-judges only the pools
-that select: an added or removed node, every pool with an allNodes or selector slice;
-a label change, only the pools whose selectors read one of the changed keys.
+nodes they name, whatever Node objects exist; and a node's view of a pool depends on
+that node's labels alone. So a node event re-judges only the pools that offer that node
+devices before or after it: an added or removed node, the pools whose allNodes or
+selector slices reach it; a label change, the pools whose selectors read a changed key
+and now answer differently for the node.
 
 Only names and labels are kept (from metadata-only watches), label strings interned: a
 thousand nodes share a few hundred distinct keys and values.
@@ -20,40 +22,50 @@ from draview.api.common import NodeSelector
 from draview.api.nodes import NodeInfo
 from draview.api.slices import ResourceSlice
 from draview.engine.model import PoolKey
+from draview.engine.nodes import selector_matches
 
 NO_NODES: tuple[NodeInfo, ...] = ()
 
 
+Selector = NodeSelector | None  # None: allNodes
+
+
 @dataclass(frozen=True, slots=True)
 class Reach:
-    """How a pool's slices choose nodes: by the node set (allNodes, selectors), and by
-    which label keys (matchExpressions; matchFields only read the node's name)."""
+    """How a pool's device-bearing slices (or devices) choose nodes other than by name:
+    the distinct selectors (None for allNodes), and the label keys they read."""
 
+    selectors: tuple[Selector, ...]
     keys: frozenset[str]
 
-
-def _keys(sel: NodeSelector) -> set[str]:
-    return {r.key for t in sel.node_selector_terms for r in t.match_expressions}
+    def reaches(self, name: str, labels: Mapping[str, str]) -> bool:
+        return any(sel is None or selector_matches(sel, name, labels) for sel in self.selectors)
 
 
 def reach_of(slices: Iterable[ResourceSlice]) -> Reach | None:
-    """None when every slice (and device) names its node: no Node object matters."""
-    selects = False
-    keys: set[str] = set()
+    """None when every device names its node: no Node object matters to the pool.
+    Slices without devices (counter sets) are left out: a node that reaches only them
+    is offered nothing, so its coming and going changes no judgement."""
+    selectors: dict[Selector, None] = {}
     for s in slices:
-        if s.node_name:
+        if s.node_name or not s.devices:
             continue
         if s.all_nodes or s.node_selector is not None:
-            selects = True
-            if s.node_selector is not None:
-                keys |= _keys(s.node_selector)
+            selectors[None if s.all_nodes else s.node_selector] = None
         elif s.per_device_node_selection:
             for d in s.devices:
                 if not d.node_name and (d.all_nodes or d.node_selector is not None):
-                    selects = True
-                    if d.node_selector is not None:
-                        keys |= _keys(d.node_selector)
-    return Reach(frozenset(keys)) if selects else None
+                    selectors[None if d.all_nodes else d.node_selector] = None
+    if not selectors:
+        return None
+    keys = {
+        r.key
+        for sel in selectors
+        if sel is not None
+        for t in sel.node_selector_terms
+        for r in t.match_expressions
+    }
+    return Reach(tuple(selectors), frozenset(keys))
 
 
 class NodeIndex:
@@ -73,23 +85,30 @@ class NodeIndex:
         return set(self._labels)
 
     def put(self, node: NodeInfo) -> set[PoolKey]:
-        """A node added or changed; the pools whose judgement it may change."""
+        """A node added or changed; the pools whose judgement it may change: those
+        offering it devices before or after (a node's view depends on its own labels
+        only, and a node offered nothing has no view)."""
         old = self._labels.get(node.name)
         labels = {sys.intern(k): sys.intern(v) for k, v in node.labels.items()}
         if old == labels:
-            return set()
+            return set()  # a status update: the metadata watch still sends it
         self._labels[node.name] = labels
         self._snapshot = None
         if old is None:
-            return set(self._reach)
+            return {k for k, r in self._reach.items() if r.reaches(node.name, labels)}
         changed = {k for k in old.keys() | labels.keys() if old.get(k) != labels.get(k)}
-        return {key for key, r in self._reach.items() if r.keys & changed}
+        return {
+            key
+            for key, r in self._reach.items()
+            if r.keys & changed and r.reaches(node.name, old) != r.reaches(node.name, labels)
+        }
 
     def delete(self, name: str) -> set[PoolKey]:
-        if self._labels.pop(name, None) is None:
+        old = self._labels.pop(name, None)
+        if old is None:
             return set()
         self._snapshot = None
-        return set(self._reach)
+        return {k for k, r in self._reach.items() if r.reaches(name, old)}
 
     def pool_changed(self, key: PoolKey, slices: Iterable[ResourceSlice]) -> None:
         """Call whenever a pool's slices change."""

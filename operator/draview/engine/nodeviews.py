@@ -59,7 +59,8 @@ def node_views_condition(
     """`unreachable`: the pool's current devices that no node's view offers."""
     groups: dict[Signature, list[str | None]] = {}
     for view in views:
-        groups.setdefault(_signature(view, flat), []).extend(view.nodes)
+        if view.targets:  # a node offered nothing (counter sets only) has no say
+            groups.setdefault(_signature(view, flat), []).extend(view.nodes)
     lost = f"; {unreachable} device(s) reachable by no node" if unreachable else ""
     if not groups:
         if not unreachable:
