@@ -100,3 +100,18 @@ def test_every_example_is_analyzed_deterministically(path: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
     assert yaml.safe_load(first.stdout)["items"]
+
+
+def test_assumed_nodes_are_said_only_when_something_was_assumed(tmp_path: Path) -> None:
+    case = ROOT / "tests/fixtures/fidelity-cases"
+    world = next(case.glob("01-*.yaml"))
+    out = analyze(str(world), "-o", "table")
+    assert out.returncode == 0
+    assert "note: the input has no Node objects: assumed 1 label-less node(s)" in out.stderr
+    # With the Nodes in the dump, nothing is assumed.
+    nodes = tmp_path / "nodes.yaml"
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {}}}
+    nodes.write_text(yaml.safe_dump(node))
+    assert "note:" not in analyze(str(world), str(nodes), "-o", "table").stderr
+    # Slices that only name their nodes need no assumption.
+    assert "note:" not in analyze(str(ROOT / "examples/gpus.yaml")).stderr

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from draview.api.slices import ResourceSlice
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +23,22 @@ class NodeInfo:
         if not isinstance(labels, Mapping):
             raise ValueError("metadata.labels must be a map")
         return cls(meta["name"], {str(k): str(v) for k, v in labels.items()})
+
+
+class AssumedNodes(tuple[NodeInfo, ...]):
+    """The nodes assumed when the input carries no Node objects: a label-less node for
+    every node a slice or device names (the allocator's view of a pool differs per node,
+    and these nodes exist), plus one unknown node taken to match every node selector
+    (which labels the cluster's nodes carry is not known)."""
+
+    __slots__ = ()
+
+
+def assumed_nodes(slices: Iterable[ResourceSlice]) -> AssumedNodes:
+    named: set[str] = set()
+    for s in slices:
+        if s.node_name:
+            named.add(s.node_name)
+        elif s.per_device_node_selection:
+            named.update(d.node_name for d in s.devices if d.node_name)
+    return AssumedNodes(NodeInfo(n) for n in sorted(named))

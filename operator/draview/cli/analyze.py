@@ -18,7 +18,7 @@ from draview.cli.views import (
     slices_table,
 )
 from draview.engine.model import EngineOptions
-from draview.engine.world import world_objects
+from draview.engine.world import node_assumption, world_objects
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     # A damaged claim is a problem of each pool it names; warn once.
     for problem in dict.fromkeys(str(p) for p in world.problems):
         print(f"draview analyze: warning: {problem}", file=sys.stderr)
+    if (note := node_assumption(world)) is not None:
+        print(f"draview analyze: note: {note}", file=sys.stderr)
     options = EngineOptions(
         partition_attributes=tuple(args.partition_attribute),
         max_listed_allocations=args.max_allocations,

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from draview.api.claims import ResourceClaim, read_claim
 from draview.api.fastslice import Interner, slice_from_object
-from draview.api.nodes import NodeInfo
+from draview.api.nodes import AssumedNodes, NodeInfo, assumed_nodes
 from draview.api.status import Condition
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, object_name, pool_of, short_error
@@ -122,6 +122,7 @@ class Controller:
         # pools are judged as offline without Nodes: from assumed nodes.
         self.nodes = NodeIndex()
         self.nodes_watched = True
+        self._assumed = AssumedNodes()
         self.leader = False
         self.synced = False
         # One writer at a time: a full sync and a batch must not interleave, or an older
@@ -265,6 +266,7 @@ class Controller:
         removed: list[ObjKey] = []
         now = _now()
         rules = self.store.rules()
+        assumed = None if self.nodes_watched else self._assumed_nodes()
         for key in sorted(keys):
             slices = self.store.slices_of(key)
             # Which label keys the pool's selectors read: known before its next node event.
@@ -287,7 +289,7 @@ class Controller:
                     previous=self._previous(key),
                     now=now,
                     prepared=before.prepared if (before := self.results.get(key)) else None,
-                    nodes=self.nodes.nodes_for(key) if self.nodes_watched else None,
+                    nodes=self.nodes.nodes_for(key) if assumed is None else assumed,
                 )
                 objs = result_objects(result, self.settings.max_object_bytes)
             except Exception:
@@ -312,6 +314,14 @@ class Controller:
             metrics.record_pool(result, new_errors)
             desired.extend(objs)
         return desired, removed
+
+    def _assumed_nodes(self) -> AssumedNodes:
+        """Without a Node watch, judge as `analyze` does without Node objects; the same
+        object while the named nodes stay the same, so prepared views are kept."""
+        found = assumed_nodes(self.store.slices.values())
+        if found != self._assumed:
+            self._assumed = found
+        return self._assumed
 
     async def compute_in_steps(
         self, keys: Iterable[PoolKey]

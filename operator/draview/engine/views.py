@@ -20,7 +20,7 @@ from itertools import islice, permutations
 from typing import Literal
 
 from draview.api.common import NodeSelector
-from draview.api.nodes import NodeInfo
+from draview.api.nodes import AssumedNodes, NodeInfo
 from draview.engine.flatten import FlatSlice
 from draview.engine.nodes import node_matches
 from draview.engine.validate import ParsedPool, parse_pool
@@ -88,7 +88,9 @@ def relevant(fs: FlatSlice, cand: Candidate) -> bool:
 
 def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> list[Candidate]:
     """Every node whose view of the pool can differ: the nodes the slices name, and the
-    known nodes (or one unknown node) when a slice or device selects nodes."""
+    known nodes when a slice or device selects nodes. Without Node objects (None, or
+    AssumedNodes: the nodes the whole input names, label-less) one unknown node that
+    matches every selector stands for the nodes nobody names."""
     named: set[str] = set()
     selects = False
     for fs in flat:
@@ -106,10 +108,10 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
     known = {n.name: n for n in nodes or ()}
     out = [Candidate(n, known[n].labels if n in known else {}) for n in sorted(named)]
     if selects:
-        if nodes is None:
-            out.append(Candidate(None))
-        else:
+        if nodes is not None:
             out.extend(Candidate(n.name, n.labels) for n in nodes if n.name not in named)
+        if nodes is None or isinstance(nodes, AssumedNodes):
+            out.append(Candidate(None))
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from draview.api.nodes import assumed_nodes
 from draview.api.world import World
 from draview.engine.allocations import index_allocations
 from draview.engine.model import EngineOptions, PoolKey
@@ -25,6 +26,7 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
     # allocatable, and vanishing would hide that from whoever watches the pool.
     unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}
     keys = sorted(by_pool.keys() | unreadable)
+    nodes = world.nodes if world.nodes is not None else assumed_nodes(world.slices)
     return [
         compute_pool(
             key,
@@ -33,7 +35,7 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
             world.taint_rules,
             problems.get(key, ()),
             options,
-            nodes=world.nodes,
+            nodes=nodes,
         )
         for key in keys
     ]
@@ -48,3 +50,27 @@ def world_objects(world: World, options: EngineOptions | None = None) -> list[di
     pools.sort(key=lambda o: o["metadata"]["name"])
     slices.sort(key=lambda o: o["metadata"]["name"])
     return pools + slices
+
+
+def node_assumption(world: World) -> str | None:
+    """What was assumed about nodes, when the input carries no Node objects and some
+    slice reaches nodes by allNodes or a selector (None otherwise: nothing was)."""
+    if world.nodes is not None:
+        return None
+    selects = any(
+        not s.node_name
+        and (
+            s.all_nodes
+            or s.node_selector is not None
+            or any(not d.node_name for d in s.devices if s.per_device_node_selection)
+        )
+        for s in world.slices
+    )
+    if not selects:
+        return None
+    named = len(assumed_nodes(world.slices))
+    return (
+        f"the input has no Node objects: assumed {named} label-less node(s), those the "
+        "slices name, and one more node that matches every node selector; add the Nodes "
+        "(kubectl get nodes -o yaml) for each node's own view"
+    )

@@ -23,7 +23,7 @@ from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
 from draview.cli.inputs import InputError, read_sources
 from draview.cli.limits import limits_from_args
 from draview.engine.pool import PoolResult
-from draview.engine.world import compute_world, world_objects
+from draview.engine.world import compute_world, node_assumption, world_objects
 
 Origin = Literal["operator", "computed"]
 
@@ -164,7 +164,7 @@ class Source:
             ]
             if _selects_nodes(self.objects("ResourceSlice")):
                 # Which nodes a selector reaches decides what each node's allocator sees;
-                # without them the engine assumes a node every selector matches.
+                # without them the engine assumes nodes (engine/world.node_assumption).
                 nodes = self.objects("Node")
                 if not nodes and not self.offline:
                     self._warn("cannot list Nodes: node selectors are assumed to match")
@@ -172,6 +172,8 @@ class Source:
             self._world = build_world(objs)
             for problem in self._world.problems:
                 self._warn(str(problem))
+            if self.offline and (note := node_assumption(self._world)) is not None:
+                self._warn(note)
         return self._world
 
     def results(self) -> list[PoolResult]:
