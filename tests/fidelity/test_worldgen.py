@@ -19,6 +19,7 @@ from .worldgen import (
     ADMIN_LABEL,
     FEATURES,
     MAX_ATTRS_AND_CAPS,
+    RACK_LABEL,
     World,
     generate,
     parse_quantity,
@@ -229,6 +230,10 @@ def test_every_node_named_or_selected_exists(worlds: list[World]) -> None:
         check_nodes(w)
 
 
+# The one term drawn on purpose to match no node ("selector-no-node").
+DEAD_TERM = {"matchExpressions": [{"key": RACK_LABEL, "operator": "In", "values": ["rack-none"]}]}
+
+
 def check_nodes(w: World) -> None:
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in of_kind(w, "Node")}
     for slc in of_kind(w, "ResourceSlice"):
@@ -236,7 +241,8 @@ def check_nodes(w: World) -> None:
             if "nodeName" in holder:
                 assert holder["nodeName"] in nodes, (w.seed, holder["nodeName"])
             for term in holder.get("nodeSelector", {}).get("nodeSelectorTerms", []):
-                assert any(term_matches(term, n, labels) for n, labels in nodes.items()), term
+                matched = any(term_matches(term, n, labels) for n, labels in nodes.items())
+                assert matched or term == DEAD_TERM, term
         if "nodeSelector" in slc["spec"]:
             assert len(slc["spec"]["nodeSelector"]["nodeSelectorTerms"]) == 1, w.seed
 

@@ -47,10 +47,14 @@ FEATURES: tuple[str, ...] = (
     "device-node-selector",
     "device-all-nodes",
     "node-unmatched",
+    "selector-no-node",
     "pool-name-slash",
     # generations and completeness
     "stale-generation",
     "partial-new-generation",
+    "rollout-by-selector",
+    "views-differ-generation",
+    "views-differ-count",
     "generation-zero",
     "generation-absent",
     "incomplete-pool",
@@ -108,6 +112,7 @@ FEATURES: tuple[str, ...] = (
     "pending-toleration",
     "pending-admin",
     "pending-constraint",
+    "pending-mixed-reach",
     "cel-attribute",
     "cel-capacity",
     "cel-guarded",
@@ -600,7 +605,7 @@ class _Builder:
         index = 0
         for _ in range(n_slices):
             if self._chance(0.5):
-                term = self._node_term()
+                term = self._dead_term() if self._chance(0.15) else self._node_term()
                 placement: Obj = {"nodeSelector": _selector(term)}
                 alloc: Obj | None = _selector(term)
             else:
@@ -613,6 +618,36 @@ class _Builder:
             index += n
             self._add_devices(pool, slc, devs)
             pool.slices.append(slc)
+        if self._chance(0.4) and self._budget() > 0:
+            self._selector_rollout(pool, kind, index)
+
+    def _selector_rollout(self, pool: _Pool, kind: str, index: int) -> None:
+        """A new generation published by a selector that reaches some nodes only: those
+        nodes see it, the others keep the older generation (the allocator gathers pools
+        per node), and the two may announce different slice counts."""
+        old = self.rng.randint(1, 3)
+        for slc in pool.slices:
+            slc["spec"]["pool"].update(generation=old, resourceSliceCount=len(pool.slices))
+        for dev in self.devs:
+            if dev.pool == pool.name and dev.driver == pool.driver:
+                dev.current = False
+        rack = self.rng.choice(self.workers).labels[RACK_LABEL]
+        term = {"matchExpressions": [_in(RACK_LABEL, rack)]}
+        slc = self._new_slice(pool, {"nodeSelector": _selector(term)}, "rollout")
+        slc["spec"]["pool"].update(generation=old + 1, resourceSliceCount=self.rng.choice((1, 2)))
+        n = self.rng.randint(1, max(1, min(2, self._budget())))
+        devs = [
+            self._device(pool, f"{kind}-{index + i}", kind, index + i, _selector(term))
+            for i in range(n)
+        ]
+        self._add_devices(pool, slc, devs)
+        pool.slices.append(slc)
+        pool.generation = None  # slices carry their own generations already
+        self.features.add("rollout-by-selector")
+
+    def _dead_term(self) -> Obj:
+        """A node selector term that no node matches (a rack no node is in)."""
+        return {"matchExpressions": [_in(RACK_LABEL, "rack-none")]}
 
     def _fill_per_device(self, pool: _Pool) -> None:
         """perDeviceNodeSelection: every device says where it is reachable."""
@@ -1259,6 +1294,7 @@ class _Builder:
             self._pending_toleration,
             self._pending_admin,
             self._pending_constraint,
+            self._pending_mixed,
         ]
         for _ in range(self.rng.randint(2, self.size.pending)):
             claim = self.rng.choice(makers)()
@@ -1380,6 +1416,30 @@ class _Builder:
         if count > 1:
             self.features.add("pending-count")
         return self._claim("want", [self._request(dev, count=count)])
+
+    def _pending_mixed(self) -> Obj | None:
+        """A network-attached device and a node-local one in one claim: only a node that
+        gathers both pools can serve it."""
+        current = {(d.driver, d.pool, d.name): d for d in self.devs if d.current}
+        local: list[_Dev] = []
+        network: list[_Dev] = []
+        for pool in self.pools:
+            for slc in pool.slices:
+                spec = slc["spec"]
+                for body in spec.get("devices", []):
+                    dev = current.get((pool.driver, pool.name, body["name"]))
+                    holder = body if spec.get("perDeviceNodeSelection") else spec
+                    if dev is not None:
+                        (local if "nodeName" in holder else network).append(dev)
+        if not local or not network:
+            return None
+        requests = [
+            self._request(self.rng.choice(network), name="fabric"),
+            self._request(self.rng.choice(local), name="local"),
+        ]
+        self.rng.shuffle(requests)
+        self.features.add("pending-mixed-reach")
+        return self._claim("mixed", requests)
 
     def _pending_all(self) -> Obj:
         dev = self.rng.choice(self.devs)
@@ -1612,6 +1672,37 @@ def _observed_features(objects: list[Obj], nodes: list[_Node]) -> set[str]:
         found |= _pool_features(group, nodes)
     if _unmatched_nodes(slices, nodes):
         found.add("node-unmatched")
+    if any(_selects_no_node(slc, nodes) for slc in slices):
+        found.add("selector-no-node")
+    return found
+
+
+def _selects_no_node(slc: Obj, nodes: list[_Node]) -> bool:
+    for holder in [slc["spec"], *slc["spec"].get("devices", [])]:
+        terms = holder.get("nodeSelector", {}).get("nodeSelectorTerms")
+        if terms and not any(term_matches(t, n.name, n.labels) for t in terms for n in nodes):
+            return True
+    return False
+
+
+def _view_features(group: list[Obj], nodes: list[_Node]) -> set[str]:
+    """Whether nodes see the pool at different generations or slice counts (each node
+    gathers only the slices that reach it)."""
+    seen: set[tuple[int, frozenset[int]]] = set()
+    for node in nodes:
+        reaching = [s for s in group if node.name in _reach(s, nodes)]
+        if not reaching:
+            continue
+        top = max(_generation(s) for s in reaching)
+        counts = frozenset(
+            s["spec"]["pool"]["resourceSliceCount"] for s in reaching if _generation(s) == top
+        )
+        seen.add((top, counts))
+    found: set[str] = set()
+    if len({g for g, _ in seen}) > 1:
+        found.add("views-differ-generation")
+    if len({c for _, c in seen}) > 1:
+        found.add("views-differ-count")
     return found
 
 
@@ -1696,6 +1787,7 @@ def _pool_features(group: list[Obj], nodes: list[_Node]) -> set[str]:
     if all(not s["spec"].get("devices") and not s["spec"].get("sharedCounters") for s in group):
         found.add("empty-pool")
     found |= _duplicate_features(current, nodes)
+    found |= _view_features(group, nodes)
     return found
 
 
