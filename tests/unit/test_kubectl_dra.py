@@ -268,3 +268,18 @@ def test_kubectl_env_var(
     monkeypatch.setenv("DRAVIEW_KUBECTL", os.devnull + "-missing")
     code, _, err = run(capsys, "get", "pools")
     assert code == 1 and "kubectl not found" in err
+
+
+def test_describe_says_which_nodes_see_which_generation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A rollout by rack selector: node-1 sees generation 2, node-2 and node-3 keep 1."""
+    world = Path(__file__).resolve().parents[1] / "fixtures" / "selector-rollout.yaml"
+    code, out, _ = run(capsys, "describe", "node", "node-2", "-f", str(world))
+    assert code == 0
+    assert "- Device: nic-old (Available)" in out
+    assert (
+        "Node Views:  False (NodeViewsDiffer: generation 2, complete and valid, 1 slice(s) "
+        "expected on 1 node (node-1); generation 1, complete and valid, 1 slice(s) expected "
+        "on 2 nodes (node-2, node-3))"
+    ) in out

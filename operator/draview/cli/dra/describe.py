@@ -204,6 +204,10 @@ def elided_status(obj: dict[str, Any], vis: Visibility) -> dict[str, Any]:
     return {**obj, "status": status}
 
 
+# Pool conditions as describe names them; the last says where nodes see the pool apart.
+CONDITIONS = {"Complete": "Complete", "Valid": "Valid", "ConsistentAcrossNodes": "Node Views"}
+
+
 def pool_lines(doc: Doc, level: int, body: dict[str, Any]) -> None:
     if not body:
         return
@@ -218,11 +222,11 @@ def pool_lines(doc: Doc, level: int, body: dict[str, Any]) -> None:
             f"{body.get('observedSliceCount', '?')} of {body.get('expectedSliceCount', '?')}",
         )
     )
-    for t in ("Complete", "Valid"):
+    for t, label in CONDITIONS.items():
         c = conds.get(t)
         if c is not None:
             msg = f" ({c.get('reason')}: {c.get('message')})" if c.get("status") != "True" else ""
-            pairs.append((t, f"{c.get('status')}{msg}"))
+            pairs.append((label, f"{c.get('status')}{msg}"))
     doc.block(level + 1, pairs)
     errors = body.get("validationErrors") or []
     if errors:
@@ -290,7 +294,7 @@ def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict
             doc.head(1, "Counter Sets")
             counter_lines(doc, 2, pool_body["counterSets"])
         conds = {c.get("type"): c.get("status") for c in pool_body.get("conditions") or []}
-        if conds and (conds.get("Complete") != "True" or conds.get("Valid") != "True"):
+        if any(conds.get(t, "True") != "True" for t in CONDITIONS):
             pool_lines(doc, 1, pool_body)
         structured.append(
             {
