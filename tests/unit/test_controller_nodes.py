@@ -114,3 +114,14 @@ def test_a_pool_that_stops_selecting_leaves_the_index() -> None:
     idx.pool_changed(ALL, [_slice("all", nodeName="node-3")])
     assert idx.selecting() == {RACKED}
     assert idx.put(NodeInfo("node-5", {RACK: "a"})) == {RACKED}
+
+
+def test_a_label_change_that_moves_a_node_between_generations_rejudges() -> None:
+    """allNodes reaches the node either way; the rack selector of the newer generation
+    starts to: the node's view changes although some slice reached it before too."""
+    idx = NodeIndex()
+    rollout = ("d.example.com", "rollout")
+    idx.pool_changed(rollout, [_slice("old", allNodes=True), _slice("new", **_selector(RACK))])
+    idx.put(NodeInfo("node-1", {}))
+    assert idx.put(NodeInfo("node-1", {RACK: "a"})) == {rollout}
+    assert idx.put(NodeInfo("node-1", {})) == {rollout}

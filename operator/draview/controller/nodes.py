@@ -38,8 +38,12 @@ class Reach:
     selectors: tuple[Selector, ...]
     keys: frozenset[str]
 
+    def matching(self, name: str, labels: Mapping[str, str]) -> tuple[bool, ...]:
+        """Which of the selectors reach the node: its view of the pool follows from it."""
+        return tuple(sel is None or selector_matches(sel, name, labels) for sel in self.selectors)
+
     def reaches(self, name: str, labels: Mapping[str, str]) -> bool:
-        return any(sel is None or selector_matches(sel, name, labels) for sel in self.selectors)
+        return any(self.matching(name, labels))
 
 
 def reach_of(slices: Iterable[ResourceSlice]) -> Reach | None:
@@ -100,7 +104,7 @@ class NodeIndex:
         return {
             key
             for key, r in self._reach.items()
-            if r.keys & changed and r.reaches(node.name, old) != r.reaches(node.name, labels)
+            if r.keys & changed and r.matching(node.name, old) != r.matching(node.name, labels)
         }
 
     def delete(self, name: str) -> set[PoolKey]:
