@@ -83,11 +83,11 @@ def controller() -> Controller:
 
 
 def timed_event(ctl: Controller, obj: dict[str, Any], kind: str = "MODIFIED") -> dict[str, Any]:
-    ctl.dirty.clear()
+    ctl.queue.dirty.clear()
     start = time.perf_counter()
-    ctl.node_event(kind, obj)
-    marked = len(ctl.dirty)
-    ctl.compute(list(ctl.dirty))
+    ctl.ingest.node_event(kind, obj)
+    marked = len(ctl.queue.dirty)
+    ctl.reconciler.compute(list(ctl.queue.dirty))
     return {"pools": marked, "seconds": time.perf_counter() - start}
 
 
@@ -126,18 +126,18 @@ def main() -> None:
 
     ctl = controller()
     for s in slices:
-        ctl.slice_event("ADDED", s)
+        ctl.ingest.slice_event("ADDED", s)
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for n in nodes:
-        ctl.node_event("ADDED", n)
+        ctl.ingest.node_event("ADDED", n)
     gc.collect()
     node_bytes = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
 
     start = time.perf_counter()
-    ctl.compute(ctl.store.pools())
+    ctl.reconciler.compute(ctl.store.pools())
     full = time.perf_counter() - start
     selecting = len(ctl.nodes.selecting())
 

@@ -54,21 +54,21 @@ EVENTS = {"ResourceSlice": "slice_event", "ResourceClaim": "claim_event"}
 def _operator_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ctl = Controller(Writer(None, TokenBucket(1, 1)), Settings())  # type: ignore[arg-type]
     ctl.leader = True
-    ctl.nodes_watched = any(o.get("kind") == "Node" for o in objects)
+    ctl.reconciler.nodes_watched = any(o.get("kind") == "Node" for o in objects)
     for obj in objects:
         kind = obj.get("kind")
         if kind == "Node" and obj.get("apiVersion") == "v1":
-            ctl.node_event("ADDED", obj)
+            ctl.ingest.node_event("ADDED", obj)
             continue
         if not isinstance(kind, str) or not is_resource_kind(obj, kind):
             continue  # kopf delivers only what its resource.k8s.io watches list
         if kind in EVENTS:
-            getattr(ctl, EVENTS[kind])("ADDED", obj)
+            getattr(ctl.ingest, EVENTS[kind])("ADDED", obj)
         elif kind == "DeviceTaintRule":
-            ctl.taint_rule_event("ADDED", obj)
+            ctl.ingest.taint_rule_event("ADDED", obj)
         elif kind == "DeviceClass":
-            ctl.class_event("ADDED", obj)
-    desired, _ = ctl.compute(ctl.store.pools())
+            ctl.ingest.class_event("ADDED", obj)
+    desired, _ = ctl.reconciler.compute(ctl.store.pools())
     return desired
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from builders import DRIVER, device, rslice
 
-from draview.controller import core, metrics
+from draview.controller import metrics
+from draview.controller import reconcile as core
 from draview.controller.core import Controller, Settings
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.writer import ObjKey, Writer, obj_key
@@ -48,7 +49,7 @@ def controller(*pools: str) -> tuple[Controller, RecordingWriter]:
     ctl = Controller(writer, Settings(claim_events=False))
     ctl.leader = True
     for p in pools:
-        ctl.slice_event("ADDED", rslice(p, [device("d")], pool=p))
+        ctl.ingest.slice_event("ADDED", rslice(p, [device("d")], pool=p))
     return ctl, writer
 
 
@@ -70,10 +71,13 @@ async def test_a_pool_whose_computation_raises_does_not_stop_the_others(
     _break_pool(monkeypatch, "bad")
     ctl, writer = controller("bad", "good")
     before = metrics.COMPUTE_ERRORS._value.get()
-    await ctl.flush()
+    await ctl.worker.flush()
     assert writer.batches == [["good"]]
     assert metrics.COMPUTE_ERRORS._value.get() == before + 1
-    assert (DRIVER, "good") in ctl.results and (DRIVER, "bad") not in ctl.results
+    assert (DRIVER, "good") in ctl.reconciler.results and (
+        DRIVER,
+        "bad",
+    ) not in ctl.reconciler.results
 
 
 async def test_a_full_sync_never_prunes_the_objects_of_a_pool_it_could_not_compute(
@@ -86,20 +90,22 @@ async def test_a_full_sync_never_prunes_the_objects_of_a_pool_it_could_not_compu
         for p in ("bad", "gone")
     }
     _break_pool(monkeypatch, "bad")
-    await ctl.full_sync()
+    await ctl.worker.full_sync()
     assert writer.removed == [("resourcepoolstatuses", "obj-gone")]
 
 
 async def test_a_failed_pool_backs_off_and_never_delays_another() -> None:
     ctl, writer = controller("fails", "fine")
     writer.fail = {"fails"}
-    await ctl.flush()
-    assert (DRIVER, "fails") in ctl.dirty and ctl.due[(DRIVER, "fails")] > time.monotonic()
-    ctl.slice_event("MODIFIED", {**rslice("fine", [device("e")], pool="fine")})
-    await ctl.flush()  # "fails" is not due: only "fine" is recomputed and written
+    await ctl.worker.flush()
+    assert (DRIVER, "fails") in ctl.queue.dirty and ctl.queue.due[
+        (DRIVER, "fails")
+    ] > time.monotonic()
+    ctl.ingest.slice_event("MODIFIED", {**rslice("fine", [device("e")], pool="fine")})
+    await ctl.worker.flush()  # "fails" is not due: only "fine" is recomputed and written
     assert writer.batches == [["fails", "fine"], ["fine"]]
-    ctl.due[(DRIVER, "fails")] = 0.0
-    await ctl.flush()
+    ctl.queue.due[(DRIVER, "fails")] = 0.0
+    await ctl.worker.flush()
     assert writer.batches[-1] == ["fails"]
 
 
@@ -108,28 +114,28 @@ async def test_a_failed_delete_is_retried_with_its_pool_once_due() -> None:
     gone = ("resourcepoolstatuses", "obj-gone")
     writer.known = {gone: {"spec": {"driver": DRIVER, "pool": "gone"}}}
     writer.fail_keys = {gone}
-    await ctl.full_sync()
+    await ctl.worker.full_sync()
     assert writer.removed == [gone]
-    assert ctl.due[(DRIVER, "gone")] > time.monotonic()  # backing off, not forgotten
+    assert ctl.queue.due[(DRIVER, "gone")] > time.monotonic()  # backing off, not forgotten
     writer.fail_keys = set()
-    ctl.due[(DRIVER, "gone")] = 0.0
-    await ctl.flush()
-    assert writer.removed == [gone] and not ctl.dirty
+    ctl.queue.due[(DRIVER, "gone")] = 0.0
+    await ctl.worker.flush()
+    assert writer.removed == [gone] and not ctl.queue.dirty
 
 
 async def test_a_batch_cancelled_at_shutdown_puts_its_pools_back() -> None:
     ctl, writer = controller("a", "b")
     writer.block = asyncio.Event()
-    batch = asyncio.create_task(ctl.flush())
+    batch = asyncio.create_task(ctl.worker.flush())
     await writer.entered.wait()
-    assert not ctl.dirty  # taken off the dirty set for the batch
+    assert not ctl.queue.dirty  # taken off the dirty set for the batch
     batch.cancel()
     with pytest.raises(asyncio.CancelledError):
         await batch
-    assert set(ctl.dirty) == {(DRIVER, "a"), (DRIVER, "b")}
+    assert set(ctl.queue.dirty) == {(DRIVER, "a"), (DRIVER, "b")}
     writer.block = None
-    assert not await ctl.flush_due()  # the final flush writes them
-    assert writer.batches[-1] == ["a", "b"] and not ctl.dirty
+    assert not await ctl.worker.flush_due()  # the final flush writes them
+    assert writer.batches[-1] == ["a", "b"] and not ctl.queue.dirty
 
 
 async def test_a_long_computation_lets_other_tasks_run() -> None:
@@ -146,7 +152,7 @@ async def test_a_long_computation_lets_other_tasks_run() -> None:
     task = asyncio.create_task(other())
     await asyncio.sleep(0)
     before = turns
-    desired, _ = await ctl.compute_in_steps(ctl.store.pools())
+    desired, _ = await ctl.reconciler.compute_in_steps(ctl.store.pools())
     task.cancel()
     assert len(desired) == 2 * 3 * core.COMPUTE_STEP  # pool and slice status per pool
     assert turns - before >= 2

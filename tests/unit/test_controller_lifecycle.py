@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from draview.controller.operator_main import _chain_signals, _wait_for_stop
+from draview.controller.lifecycle import chain_signals as _chain_signals
+from draview.controller.lifecycle import wait_for_stop as _wait_for_stop
 
 
 async def forever() -> None:

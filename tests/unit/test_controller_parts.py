@@ -9,7 +9,9 @@ from builders import DRIVER, claim, device, result, rslice, taint_rule
 from draview.api.claims import ResourceClaim
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceTaintRule
-from draview.controller.core import INTERNER_MIN, Controller, Settings
+from draview.controller.core import Controller, Settings
+from draview.controller.informers import Informer
+from draview.controller.ingest import INTERNER_MIN
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.store import Store
@@ -80,27 +82,34 @@ def _controller() -> Controller:
     return Controller(Writer(None, TokenBucket(1, 1)), Settings())  # type: ignore[arg-type]
 
 
+def _slice_informer(ctl: Controller) -> Informer:
+    """The slice informer as build_informers makes it, without a server to talk to."""
+    known = lambda: set(ctl.store.uids("slice"))  # noqa: E731
+    return Informer("slice", "resourceslices", None, "", "v1", ctl.ingest.slice_event, known)
+
+
 def test_a_relist_prunes_what_it_missed_but_keeps_what_a_watch_added_meanwhile() -> None:
     ctl = _controller()
     for name in ("kept", "gone"):
-        ctl.slice_event("ADDED", rslice(name, [device("d")], pool=name))
-    before = ctl.known("slice")
-    listed = ctl.apply_page("slice", [rslice("kept", [device("d")], pool="kept")])
+        ctl.ingest.slice_event("ADDED", rslice(name, [device("d")], pool=name))
+    informer = _slice_informer(ctl)
+    before = informer.known()
+    listed = informer.apply_page([rslice("kept", [device("d")], pool="kept")])
     # A watch event between two pages: newer than the list, so not in it.
-    ctl.slice_event("ADDED", rslice("new", [device("d")], pool="new"))
-    ctl.prune("slice", before, listed)
+    ctl.ingest.slice_event("ADDED", rslice("new", [device("d")], pool="new"))
+    informer.prune(before, listed)
     assert {s.name for s in ctl.store.slices.values()} == {"kept", "new"}
 
 
 def test_the_interner_is_bounded_by_what_live_slices_need() -> None:
     ctl = _controller()
     devs = [device(f"d{i}", uuid=f"GPU-{i}") for i in range(4)]
-    ctl.slice_event("ADDED", rslice("s", devs))
-    ctl.listed()
-    assert ctl.interner_limit == INTERNER_MIN
-    ctl.interner_limit = len(ctl.interner)  # as if the live slices had filled it
-    ctl.slice_event("ADDED", rslice("t", [device("x", uuid="GPU-x")], pool="other"))
-    ctl.slice_event("ADDED", rslice("u", [device("y", uuid="GPU-y")], pool="third"))
+    ctl.ingest.slice_event("ADDED", rslice("s", devs))
+    ctl.ingest.listed()
+    assert ctl.ingest.interner_limit == INTERNER_MIN
+    ctl.ingest.interner_limit = len(ctl.ingest.interner)  # as if the live slices had filled it
+    ctl.ingest.slice_event("ADDED", rslice("t", [device("x", uuid="GPU-x")], pool="other"))
+    ctl.ingest.slice_event("ADDED", rslice("u", [device("y", uuid="GPU-y")], pool="third"))
     # Cleared once past the limit, then refilled only by what was read since.
-    assert 0 < len(ctl.interner) <= ctl.interner_limit
+    assert 0 < len(ctl.ingest.interner) <= ctl.ingest.interner_limit
     assert {s.name for s in ctl.store.slices.values()} == {"s", "t", "u"}

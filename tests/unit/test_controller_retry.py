@@ -212,12 +212,12 @@ async def test_losing_leadership_cancels_writes_in_flight() -> None:
 
     ctl = Controller(Writer(SlowApi(), TokenBucket(1000, 1000)), Settings())  # type: ignore[arg-type]
     ctl.leader = True
-    write = asyncio.create_task(ctl._write([named("a")], []))
+    write = asyncio.create_task(ctl.worker._write(([named("a")], [])))
     await started.wait()
-    assert ctl.inflight is not None
-    ctl.step_down()
+    assert ctl.worker.inflight is not None
+    ctl.worker.step_down()
     assert await asyncio.wait_for(write, 1) == {}
-    assert ctl.inflight is None
+    assert ctl.worker.inflight is None
 
 
 async def test_forbidden_writes_block_readiness_until_one_succeeds() -> None:

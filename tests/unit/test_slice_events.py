@@ -101,10 +101,10 @@ async def test_the_controller_posts_them_once() -> None:
     ctl = Controller(Writer(None, TokenBucket(1, 1)), Settings(), None, post)  # type: ignore[arg-type]
     ctl.leader = True
     for obj in (*DUPLICATE, rslice("broken", [5], pool="p2")):  # type: ignore[list-item]
-        ctl.slice_event("ADDED", obj)
-    ctl.compute(ctl.store.pools())
-    await ctl.report_slice_problems()
-    await ctl.report_slice_problems()
+        ctl.ingest.slice_event("ADDED", obj)
+    ctl.reconciler.compute(ctl.store.pools())
+    await ctl.explanations.report_slice_problems()
+    await ctl.explanations.report_slice_problems()
     assert sorted((e.slice_name, e.reason) for e in posted) == [
         ("a", "DuplicateDevice"),
         ("b", "DuplicateDevice"),

@@ -1,0 +1,189 @@
+"""Reconcile: judge a pool with the engine and diff what it should show against what was
+written (objects that are no longer the pool's are removed).
+
+Pure but for the state it keeps between judgements: the latest result per pool (the
+engine reuses its node views; explanations read it) and the objects each pool owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from draview.api.nodes import AssumedNodes, NodeInfo, assumed_nodes
+from draview.api.slices import ResourceSlice
+from draview.api.status import Condition
+from draview.api.taints import DeviceTaintRule
+from draview.controller import metrics
+from draview.controller.nodes import NodeIndex
+from draview.controller.store import Store
+from draview.controller.writer import ObjKey, Writer, obj_key
+from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
+from draview.engine.model import EngineOptions, PoolKey
+from draview.engine.objects import pool_object_name, result_objects
+from draview.engine.pool import PoolResult, compute_pool
+
+log = logging.getLogger("draview.controller")
+
+# Pools judged between two yields to the event loop (about 0.1 s of CPU at most).
+COMPUTE_STEP = 50
+
+
+@dataclass(frozen=True)
+class Settings:
+    batch_interval: float = 0.25
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    # Events on claims that stay unallocated longer than pending_threshold seconds.
+    claim_events: bool = True
+    pending_threshold: float = 60.0
+    explain_interval: float = 10.0
+    # No status object may serialize to more than this (engine/budget.py).
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+Judged = tuple[list[dict[str, Any]], list[ObjKey]]  # objects to write, objects to remove
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What every pool of one batch is judged with."""
+
+    nodes: Sequence[NodeInfo]
+    rules: list[DeviceTaintRule]
+    now: str  # condition transition times
+
+
+class Reconciler:
+    def __init__(self, store: Store, nodes: NodeIndex, writer: Writer, settings: Settings) -> None:
+        self.store = store
+        self.nodes = nodes
+        self.writer = writer
+        self.settings = settings
+        # While Nodes cannot be watched (RBAC), pools are judged as offline without Node
+        # objects: from assumed nodes.
+        self.nodes_watched = True
+        self._assumed = AssumedNodes()
+        self.results: dict[PoolKey, PoolResult] = {}
+        self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
+        # Pools whose last judgement raised: their objects are kept, never pruned.
+        self.broken: set[PoolKey] = set()
+        self.pool_errors: dict[PoolKey, set[str]] = {}
+
+    def compute(self, keys: Iterable[PoolKey]) -> Judged:
+        desired: list[dict[str, Any]] = []
+        removed: list[ObjKey] = []
+        now, rules = _now(), self.store.rules()
+        assumed = None if self.nodes_watched else self._assumed_nodes()
+        for key in sorted(keys):
+            slices = self.store.slices_of(key)
+            # Which label keys the pool's selectors read: known before its next node event.
+            self.nodes.pool_changed(key, slices)
+            if not slices and not self.store.has_unreadable_slice(key):
+                removed.extend(self._forget(key))
+                continue
+            nodes = self.nodes.nodes_for(key) if assumed is None else assumed
+            objs = self._judge(key, slices, Judgement(nodes, rules, now))
+            if objs is not None:
+                removed.extend(self._own(key, objs))
+                desired.extend(objs)
+        return desired, removed
+
+    async def compute_in_steps(self, keys: Iterable[PoolKey]) -> Judged:
+        """compute() a few pools at a time, yielding in between: a full sync of thousands
+        of pools is seconds of CPU, and the Lease must be renewed (and watches read)
+        meanwhile."""
+        ordered = sorted(keys)
+        desired: list[dict[str, Any]] = []
+        removed: list[ObjKey] = []
+        for i in range(0, len(ordered), COMPUTE_STEP):
+            d, r = self.compute(ordered[i : i + COMPUTE_STEP])
+            desired += d
+            removed += r
+            if i + COMPUTE_STEP < len(ordered):
+                await asyncio.sleep(0)
+        return desired, removed
+
+    def _judge(
+        self, key: PoolKey, slices: list[ResourceSlice], j: Judgement
+    ) -> list[dict[str, Any]] | None:
+        """The pool's objects, or None when judging it raised."""
+        before = self.results.get(key)
+        try:
+            result = compute_pool(
+                key,
+                slices,
+                self.store.allocations_of(key),
+                j.rules,
+                self.store.problems_of(key),
+                self.settings.engine,
+                previous=self._previous(key),
+                now=j.now,
+                prepared=before.prepared if before else None,
+                nodes=j.nodes,
+            )
+            objs = result_objects(result, self.settings.max_object_bytes)
+        except Exception:
+            # A bug hit by one pool's data must not stop the others: its objects
+            # stay as last written, and the next change to it tries again.
+            metrics.COMPUTE_ERRORS.inc()
+            log.exception("computing a pool failed", extra={"driver": key[0], "pool": key[1]})
+            self.broken.add(key)
+            return None
+        self.broken.discard(key)
+        self.results[key] = result
+        self._report(key, result)
+        return objs
+
+    def _own(self, key: PoolKey, objs: list[dict[str, Any]]) -> list[ObjKey]:
+        """The pool's objects from now on; returns those it no longer has."""
+        names = {obj_key(o) for o in objs}
+        gone = list(self.pool_objects.get(key, set()) - names)
+        self.pool_objects[key] = names
+        return gone
+
+    def _report(self, key: PoolKey, result: PoolResult) -> None:
+        errors = set(result.errors.all())
+        new_errors = sorted(errors - self.pool_errors.get(key, set()))
+        for err in new_errors:
+            log.warning(
+                "pool validation error", extra={"driver": key[0], "pool": key[1], "error": err}
+            )
+        self.pool_errors[key] = errors
+        metrics.record_pool(result, new_errors)
+
+    def _forget(self, key: PoolKey) -> set[ObjKey]:
+        """A pool with no slice left: its objects go."""
+        self.pool_errors.pop(key, None)
+        self.results.pop(key, None)
+        self.broken.discard(key)
+        metrics.forget_pool(key)
+        return self.pool_objects.pop(key, set())
+
+    def _previous(self, key: PoolKey) -> dict[str, Condition] | None:
+        """The conditions last written: they keep their lastTransitionTime."""
+        status = self.writer.previous_status(("resourcepoolstatuses", pool_object_name(*key)))
+        if not status:
+            return None
+        return {c["type"]: c for c in status.get("conditions", [])}
+
+    def _assumed_nodes(self) -> AssumedNodes:
+        """Without a Node watch, judge as `analyze` does without Node objects; the same
+        object while the named nodes stay the same, so prepared views are kept."""
+        found = assumed_nodes(self.store.slices.values())
+        if found != self._assumed:
+            self._assumed = found
+        return self._assumed
+
+    def forget_all(self) -> None:
+        """Lost the lease: the new leader exports the pool series now."""
+        for key in self.results:
+            metrics.forget_pool(key)
+        self.results.clear()
