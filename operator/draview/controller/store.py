@@ -17,55 +17,19 @@ from draview.engine.allocations import claim_allocations
 from draview.engine.model import AllocRef, PoolKey
 
 
-class Store:
+class ClaimRecords:
+    """Claims by uid, and the allocations each pool holds."""
+
     def __init__(self) -> None:
-        self.slices: dict[str, ResourceSlice] = {}
-        self.pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = defaultdict(dict)
         # Every claim by uid; the model is kept for pending claims only (explanations read
         # them). An allocated claim is fully described by its AllocRefs, and at 50k
         # claims the models would be a sizeable part of the operator's memory.
         self.claims: dict[str, ResourceClaim | None] = {}
         self.claim_pools: dict[str, dict[PoolKey, list[AllocRef]]] = {}
         self.pool_allocs: dict[PoolKey, dict[str, list[AllocRef]]] = defaultdict(dict)
-        self.taint_rules: dict[str, DeviceTaintRule] = {}
-        # DeviceClasses only feed explanations of pending claims; they dirty no pool.
-        self.classes: dict[str, DeviceClass] = {}
-        # Slices that could not be read, by uid, with the pool they name (if readable).
-        self.problems: dict[str, ObjectProblem] = {}
         # Claims that could not be read, by uid: one problem per pool their allocation names.
         self.claim_problems: dict[str, list[ObjectProblem]] = {}
 
-    # -- slices ---------------------------------------------------------------------
-    def put_slice(
-        self, uid: str, s: ResourceSlice | None, problem: ObjectProblem | None = None
-    ) -> set[PoolKey]:
-        dirty = self.delete_slice(uid)
-        if s is not None:
-            self.slices[uid] = s
-            self.pool_slices[s.pool_key][uid] = s
-            dirty.add(s.pool_key)
-        if problem is not None:
-            self.problems[uid] = problem
-            if problem.pool is not None:
-                dirty.add(problem.pool)
-        return dirty
-
-    def delete_slice(self, uid: str) -> set[PoolKey]:
-        dirty: set[PoolKey] = set()
-        old = self.slices.pop(uid, None)
-        if old is not None:
-            members = self.pool_slices.get(old.pool_key)
-            if members is not None:
-                members.pop(uid, None)
-                if not members:
-                    del self.pool_slices[old.pool_key]
-            dirty.add(old.pool_key)
-        problem = self.problems.pop(uid, None)
-        if problem is not None and problem.pool is not None:
-            dirty.add(problem.pool)
-        return dirty
-
-    # -- claims ---------------------------------------------------------------------
     def put_claim(
         self, uid: str, claim: ResourceClaim, problems: list[ObjectProblem] | None = None
     ) -> set[PoolKey]:
@@ -102,18 +66,65 @@ class Store:
                     del self.pool_allocs[key]
         return set(pools)
 
-    # -- taint rules ----------------------------------------------------------------
-    def _rule_pools(self, rule: DeviceTaintRule) -> set[PoolKey]:
-        return {k for k in self.pool_slices if rule.matches(*k)}
+    def allocations_of(self, key: PoolKey) -> list[AllocRef]:
+        return [r for refs in self.pool_allocs.get(key, {}).values() for r in refs]
 
+    def pending_claims(self) -> list[ResourceClaim]:
+        return [c for c in self.claims.values() if c is not None]
+
+
+class Store(ClaimRecords):
+    """Slices by uid and by pool, taint rules, and (ClaimRecords) claims."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slices: dict[str, ResourceSlice] = {}
+        self.pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = defaultdict(dict)
+        self.taint_rules: dict[str, DeviceTaintRule] = {}
+        # DeviceClasses only feed explanations of pending claims; they dirty no pool.
+        self.classes: dict[str, DeviceClass] = {}
+        # Slices that could not be read, by uid, with the pool they name (if readable).
+        self.problems: dict[str, ObjectProblem] = {}
+
+    # -- slices ---------------------------------------------------------------------
+    def put_slice(
+        self, uid: str, s: ResourceSlice | None, problem: ObjectProblem | None = None
+    ) -> set[PoolKey]:
+        dirty = self.delete_slice(uid)
+        if s is not None:
+            self.slices[uid] = s
+            self.pool_slices[s.pool_key][uid] = s
+            dirty.add(s.pool_key)
+        if problem is not None:
+            self.problems[uid] = problem
+            if problem.pool is not None:
+                dirty.add(problem.pool)
+        return dirty
+
+    def delete_slice(self, uid: str) -> set[PoolKey]:
+        dirty: set[PoolKey] = set()
+        old = self.slices.pop(uid, None)
+        if old is not None:
+            members = self.pool_slices.get(old.pool_key)
+            if members is not None:
+                members.pop(uid, None)
+                if not members:
+                    del self.pool_slices[old.pool_key]
+            dirty.add(old.pool_key)
+        problem = self.problems.pop(uid, None)
+        if problem is not None and problem.pool is not None:
+            dirty.add(problem.pool)
+        return dirty
+
+    # -- taint rules ----------------------------------------------------------------
     def put_taint_rule(self, name: str, rule: DeviceTaintRule) -> set[PoolKey]:
         dirty = self.delete_taint_rule(name)
         self.taint_rules[name] = rule
-        return dirty | self._rule_pools(rule)
+        return dirty | {k for k in self.pool_slices if rule.matches(*k)}
 
     def delete_taint_rule(self, name: str) -> set[PoolKey]:
         old = self.taint_rules.pop(name, None)
-        return self._rule_pools(old) if old is not None else set()
+        return {k for k in self.pool_slices if old.matches(*k)} if old is not None else set()
 
     # -- reads for the engine -------------------------------------------------------
     def pools(self) -> set[PoolKey]:
@@ -126,16 +137,10 @@ class Store:
     def slices_of(self, key: PoolKey) -> list[ResourceSlice]:
         return list(self.pool_slices.get(key, {}).values())
 
-    def allocations_of(self, key: PoolKey) -> list[AllocRef]:
-        return [r for refs in self.pool_allocs.get(key, {}).values() for r in refs]
-
     def problems_of(self, key: PoolKey) -> list[str]:
         found = [p for p in self.problems.values() if p.pool == key]
         found.extend(p for ps in self.claim_problems.values() for p in ps if p.pool == key)
         return sorted(str(p) for p in found)
-
-    def pending_claims(self) -> list[ResourceClaim]:
-        return [c for c in self.claims.values() if c is not None]
 
     def rules(self) -> list[DeviceTaintRule]:
         return [self.taint_rules[k] for k in sorted(self.taint_rules)]
