@@ -24,6 +24,7 @@ from draview.api.status import (
     PoolStatusBody,
     PoolStatusBrief,
     SliceStatusBody,
+    Summary,
 )
 from draview.api.taints import DeviceTaintRule
 from draview.engine.capacity import shared_capacity
@@ -358,23 +359,43 @@ def compute_pool(
     opts = options or EngineOptions()
     if prepared is None or not prepared.serves(slices, nodes):
         prepared = prepare_pool(key, slices, nodes)
-    ps, current, parsed = prepared.ps, prepared.current, prepared.parsed
+    ps = prepared.ps
     errors = ValidationErrors(
         allocator=prepared.allocator_errors(), other=list(prepared.slice_errors)
     )
     errors.other.extend(problems)
-
     by_device: dict[str, list[AllocRef]] = defaultdict(list)
     for ref in allocations:
         by_device[ref.device].append(ref)
     rules = [r for r in taint_rules if r.matches(*key)]
     comp = _PoolComputation(key, prepared, by_device, rules, opts)
-    _check_allocations(ps, parsed, by_device, comp.consumed, comp.consumed_fmt, errors)
-
+    _check_allocations(ps, prepared.parsed, by_device, comp.consumed, comp.consumed_fmt, errors)
     pool_acc = SummaryAcc()
-    slice_results: list[SliceResult] = []
+    slice_results = _judge_slices(prepared, comp, pool_acc)
+    if comp.has_capacity:
+        _capacity_overcommit(slice_results, errors)
+    all_errors = errors.all()
+    conditions = _conditions(prepared, slice_results, len(all_errors), previous, now)
+    _attach_brief(ps, slice_results, conditions, all_errors)
+    summary = pool_acc.render()
+    pool_body = _pool_body(ps, conditions, summary, all_errors, comp)
+    parts = _partitions(key, ps, slice_results, comp, opts)
+    if parts:
+        pool_body["partitions"] = parts
+    named = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
+    node_name = named.pop() if len(named) == 1 else None
+    return PoolResult(
+        key, ps, pool_body, slice_results, node_name, errors, _states(summary), prepared, comp.alloc
+    )
+
+
+def _judge_slices(
+    prepared: PreparedPool, comp: _PoolComputation, pool_acc: SummaryAcc
+) -> list[SliceResult]:
+    """Every slice's devices and summary; only current slices count for the pool."""
+    out: list[SliceResult] = []
     for i, fs in enumerate(prepared.flat):
-        is_stale = i >= len(current)
+        is_stale = i >= len(prepared.current)
         acc = SummaryAcc()
         devices = comp.devices(i, acc, None if is_stale else pool_acc)
         body: SliceStatusBody = {
@@ -384,27 +405,44 @@ def compute_pool(
         }
         if fs.counter_sets and not is_stale:
             body["counterSets"] = [_copy_set(comp.sets[c.name]) for c in fs.counter_sets]
-        slice_results.append(SliceResult(fs.slice, body))
-    if comp.has_capacity:
-        _capacity_overcommit(slice_results, errors)
+        out.append(SliceResult(fs.slice, body))
+    return out
 
-    all_errors = errors.all()
+
+def _conditions(
+    prepared: PreparedPool,
+    slice_results: Sequence[SliceResult],
+    errors: int,
+    previous: Mapping[str, Condition] | None,
+    now: str | None,
+) -> list[Condition]:
+    ps = prepared.ps
     conditions = pool_conditions(
         observed=len(ps.current),
         expected=ps.expected,
         generation=ps.generation,
-        errors=len(all_errors),
+        errors=errors,
         previous=previous,
         now=now,
     )
     unreachable = sum(
         d.get("stateReason") == "Unreachable"
-        for sr in slice_results[: len(current)]
+        for sr in slice_results[: len(prepared.current)]
         for d in sr.status["devices"]
     )
     conditions.append(
         node_views_condition(prepared.views, prepared.flat, unreachable, previous, now)
     )
+    return conditions
+
+
+def _attach_brief(
+    ps: PoolSlices,
+    slice_results: Sequence[SliceResult],
+    conditions: Sequence[Condition],
+    all_errors: list[str],
+) -> None:
+    """The pool's status in brief, on its first slice's status."""
     # Separate copies: the same list in two places would become a YAML anchor.
     brief: PoolStatusBrief = {
         "conditions": [Condition(**c) for c in conditions],
@@ -416,8 +454,16 @@ def compute_pool(
     for sr in slice_results:
         if sr.slice.name == ps.first_slice:
             sr.status["poolStatus"] = brief
-    summary = pool_acc.render()
-    pool_body: PoolStatusBody = {
+
+
+def _pool_body(
+    ps: PoolSlices,
+    conditions: list[Condition],
+    summary: Summary,
+    all_errors: list[str],
+    comp: _PoolComputation,
+) -> PoolStatusBody:
+    body: PoolStatusBody = {
         "generation": ps.generation,
         "slices": [s.name for s in ps.current],
         "observedSliceCount": len(ps.current),
@@ -426,23 +472,19 @@ def compute_pool(
         "summary": summary,
     }
     if all_errors:
-        pool_body["validationErrors"] = all_errors
+        body["validationErrors"] = all_errors
     if comp.sets:
-        pool_body["counterSets"] = [comp.sets[name] for name in sorted(comp.sets)]
-    parts = _partitions(key, ps, slice_results, comp, opts)
-    if parts:
-        pool_body["partitions"] = parts
-    named = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
-    node_name = named.pop() if len(named) == 1 else None
-    states = {
+        body["counterSets"] = [comp.sets[name] for name in sorted(comp.sets)]
+    return body
+
+
+def _states(summary: Summary) -> dict[str, int]:
+    return {
         "Available": summary["availableDevices"],
         "Allocated": summary["allocatedDevices"] - summary["partiallyAllocatedDevices"],
         "PartiallyAllocated": summary["partiallyAllocatedDevices"],
         "Unavailable": summary["unavailableDevices"],
     }
-    return PoolResult(
-        key, ps, pool_body, slice_results, node_name, errors, states, prepared, comp.alloc
-    )
 
 
 def _capacity_overcommit(slices: Sequence[SliceResult], errors: ValidationErrors) -> None:

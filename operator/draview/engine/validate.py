@@ -77,42 +77,65 @@ def parse_pool(
     device names must be unique within `device_slices`, and every device of those and of
     `other_slices` (the pool's slices that do not reach the node) must consume only
     counters that exist. Called with one list, that list plays every part."""
-    if device_slices is None:
-        device_slices = counter_slices
-    p = ParsedPool()
-    errors = p.errors
-    declared: dict[str, set[str]] = {}  # counter set -> its counters
+    parser = _PoolParser()
     for fs in counter_slices:
+        parser.counter_sets(fs)
+    for fs in counter_slices if device_slices is None else device_slices:
+        for dev in fs.devices:
+            parser.device(fs.slice.name, dev)
+    p = parser.pool
+    for fs in other_slices:
+        # Not the node's own devices: the allocator checks only what they consume.
+        p.counted.extend((dev.name, parser.debits(dev)) for dev in fs.devices)
+    for set_name in p.counter_set_slice:
+        p.sets[set_name] = []
+    for (set_name, counter), total in sorted(p.counter_totals.items()):
+        p.sets[set_name].append((counter, total, str(total)))
+    return p
+
+
+class _PoolParser:
+    """One parse_pool call: the pool it builds, and what it has already parsed. Devices
+    of one pool share their counter and capacity maps (the fast reader interns them): a
+    map that parsed cleanly once is not walked again. Keyed by id, which is safe while
+    the slices keep every map alive."""
+
+    def __init__(self) -> None:
+        self.pool = ParsedPool()
+        self.errors = self.pool.errors
+        self.declared: dict[str, set[str]] = {}  # counter set -> its counters
+        self.parsed_maps: dict[int, list[tuple[str, Quantity]]] = {}
+        self.clean_capacities: set[int] = set()
+
+    def counter_sets(self, fs: FlatSlice) -> None:
+        p = self.pool
         for cs in fs.counter_sets:
             if cs.name in p.counter_set_slice:
-                errors.append(
+                self.errors.append(
                     f"DuplicateCounterSet: counter set {cs.name} is defined in slices "
                     f"{p.counter_set_slice[cs.name]} and {fs.slice.name}"
                 )
                 continue
             p.counter_set_slice[cs.name] = fs.slice.name
-            declared[cs.name] = set(cs.counters)
+            self.declared[cs.name] = set(cs.counters)
             for counter, text in cs.counters.items():
-                q = parse_q(text, f"counter set {cs.name} counter {counter}", errors)
+                q = parse_q(text, f"counter set {cs.name} counter {counter}", self.errors)
                 if q is not None:
                     p.counter_totals[(cs.name, counter)] = q
-    # Devices of one pool share their counter and capacity maps (the fast reader
-    # interns them): a map that parsed cleanly once is not walked again in this call.
-    # Keyed by id, which is safe while `current` keeps every map alive.
-    parsed_maps: dict[int, list[tuple[str, Quantity]]] = {}
-    clean_capacities: set[int] = set()
 
-    def debits_of(dev: Device) -> list[tuple[CounterKey, Quantity]]:
+    def debits(self, dev: Device) -> list[tuple[CounterKey, Quantity]]:
+        """What one allocation of `dev` debits; unknown sets and counters are errors."""
+        errors = self.errors
         debits: list[tuple[CounterKey, Quantity]] = []
         for cc in dev.consumes_counters:
-            known = declared.get(cc.counter_set)
+            known = self.declared.get(cc.counter_set)
             if known is None:
                 errors.append(
                     f"CounterSetNotFound: device {dev.name} consumes from counter set "
                     f"{cc.counter_set}, which the pool does not define"
                 )
                 continue
-            quantities = parsed_maps.get(id(cc.counters))
+            quantities = self.parsed_maps.get(id(cc.counters))
             if quantities is not None and cc.counters.keys() <= known:
                 debits.extend(((cc.counter_set, c), q) for c, q in quantities)
                 continue
@@ -128,48 +151,43 @@ def parse_pool(
                 if q is not None:
                     debits.append(((cc.counter_set, counter), q))
             if len(errors) == before:
-                parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
+                self.parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
         return debits
 
-    for fs in device_slices:
-        for dev in fs.devices:
-            debits = debits_of(dev)
-            p.counted.append((dev.name, debits))
-            if dev.name in p.devices:
-                errors.append(
-                    f"DuplicateDevice: device {dev.name} appears in slices "
-                    f"{p.devices[dev.name][0]} and {fs.slice.name}"
-                )
-                continue
-            p.devices[dev.name] = (fs.slice.name, dev)
-            p.consumption[dev.name] = debits
-            sets = [c.counter_set for c in dev.consumes_counters]
-            if len(sets) > 1 and len(set(sets)) < len(sets):
-                summed: dict[CounterKey, Quantity] = {}
-                for key, q in debits:
-                    summed[key] = summed[key] + q if key in summed else q
-                p.needs_summed[dev.name] = list(summed.items())
-            if id(dev.capacity) in clean_capacities:
-                continue
-            before = len(errors)
-            for cap_name, cap in dev.capacity.items():
-                where = f"device {dev.name} capacity {cap_name}"
-                texts = (cap.value, cap.request_default, cap.valid_min, cap.valid_max)
-                for cap_text in (*texts, cap.valid_step, *cap.valid_values):
-                    if cap_text is not None:
-                        q = parse_q(cap_text, where, errors)
-                        if cap_text is cap.valid_step and q is not None and q.as_int_ceil() <= 0:
-                            errors.append(
-                                f"InvalidQuantity: {where}: validRange step {q} is not "
-                                "positive (no API server holds it: validation divides by it)"
-                            )
-            if len(errors) == before:
-                clean_capacities.add(id(dev.capacity))
-    for fs in other_slices:
-        # Not the node's own devices: the allocator checks only what they consume.
-        p.counted.extend((dev.name, debits_of(dev)) for dev in fs.devices)
-    for set_name in p.counter_set_slice:
-        p.sets[set_name] = []
-    for (set_name, counter), total in sorted(p.counter_totals.items()):
-        p.sets[set_name].append((counter, total, str(total)))
-    return p
+    def device(self, slice_name: str, dev: Device) -> None:
+        p = self.pool
+        debits = self.debits(dev)
+        p.counted.append((dev.name, debits))
+        if dev.name in p.devices:
+            self.errors.append(
+                f"DuplicateDevice: device {dev.name} appears in slices "
+                f"{p.devices[dev.name][0]} and {slice_name}"
+            )
+            return
+        p.devices[dev.name] = (slice_name, dev)
+        p.consumption[dev.name] = debits
+        sets = [c.counter_set for c in dev.consumes_counters]
+        if len(sets) > 1 and len(set(sets)) < len(sets):
+            summed: dict[CounterKey, Quantity] = {}
+            for key, q in debits:
+                summed[key] = summed[key] + q if key in summed else q
+            p.needs_summed[dev.name] = list(summed.items())
+        if id(dev.capacity) not in self.clean_capacities:
+            self.capacities(dev)
+
+    def capacities(self, dev: Device) -> None:
+        errors = self.errors
+        before = len(errors)
+        for cap_name, cap in dev.capacity.items():
+            where = f"device {dev.name} capacity {cap_name}"
+            texts = (cap.value, cap.request_default, cap.valid_min, cap.valid_max)
+            for cap_text in (*texts, cap.valid_step, *cap.valid_values):
+                if cap_text is not None:
+                    q = parse_q(cap_text, where, errors)
+                    if cap_text is cap.valid_step and q is not None and q.as_int_ceil() <= 0:
+                        errors.append(
+                            f"InvalidQuantity: {where}: validRange step {q} is not "
+                            "positive (no API server holds it: validation divides by it)"
+                        )
+        if len(errors) == before:
+            self.clean_capacities.add(id(dev.capacity))

@@ -110,7 +110,6 @@ class ViewCheck:
         # What each device debits (`ParsedPool.needs`), looked up without a call.
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
         policies = self.parsed.policy_cache
-        has_policy = self.parsed.has_policy
         overcommitted = self.overcommitted
         out: list[str | None] = []
         append = out.append
@@ -120,16 +119,9 @@ class ViewCheck:
                 append("InUse")
                 continue
             multi = dev.allow_multiple_allocations
-            if dev.capacity:
-                used = used_capacity.get(name)
-                # A device taken whole, with nothing shared and no policy, always fits.
-                check = used or multi
-                if not check:
-                    known = policies.get(id(dev.capacity))
-                    check = has_policy(dev) if known is None else known
-                if check and not capacity_fits(dev, used):
-                    append("InsufficientCapacity")
-                    continue
+            if dev.capacity and not self._capacity_fits(dev, used_capacity, multi, policies):
+                append("InsufficientCapacity")
+                continue
             if tainted is not None and tainted[k]:
                 append("Tainted")
                 continue
@@ -160,6 +152,21 @@ class ViewCheck:
                 continue
             append(None)
         return out
+
+    def _capacity_fits(
+        self,
+        dev: Device,
+        used_capacity: Mapping[str, Mapping[str, Quantity]],
+        multi: bool,
+        policies: Mapping[int, bool],
+    ) -> bool:
+        used = used_capacity.get(dev.name)
+        # A device taken whole, with nothing shared and no policy, always fits.
+        check = used or multi
+        if not check:
+            known = policies.get(id(dev.capacity))
+            check = self.parsed.has_policy(dev) if known is None else known
+        return not check or capacity_fits(dev, used)
 
 
 @dataclass(slots=True)
@@ -192,34 +199,63 @@ def judge(
 ) -> Judgement:
     """`tainted` None: nothing in the pool can be tainted. `left_for` gives the counters
     left under one parse of the pool (the caller may already have them)."""
-    best: dict[tuple[int, int], Verdict] = {}
-    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]] = []
-    stale: set[int] = set()
-    blocked = composite_blocked
     views = tuple(views)
     # Where slices disagree on resourceSliceCount, each view's answer depends on the list
     # order, and two views' answers on the same order: keep every view's per-count
-    # answers and settle each device over the orders that can happen (below).
-    ambiguous = any(len(v.outcomes) > 1 for v in views)
-    per_count: dict[tuple[int, int], list[tuple[int, list[str | None]]]] = {}
+    # answers and settle each device over the orders that can happen (_settle).
+    run = _Judging(flat, state, tainted, composite_blocked, any(len(v.outcomes) > 1 for v in views))
     for vi, view in enumerate(views):
-        stale.update(view.stale)
-        checks: list[ViewCheck | str] = []
-        for o in view.outcomes:
-            if o.kind == "ok" and o.parsed is not None:
-                left = left_for(o.parsed)
-                checks.append(ViewCheck(o.parsed, left, any(n < 0 for n in left.values())))
-            else:
-                checks.append(_KIND_REASON[o.kind])
-        free: set[tuple[int, int]] = set()
+        run.view(vi, view, _checks(view, left_for))
+    if run.per_count:
+        _settle(run.best, run.per_count, first_choices([v.first for v in views]))
+    return Judgement(run.best, run.free_by_view, run.stale)
+
+
+def _checks(
+    view: View, left_for: Callable[[ParsedPool], Mapping[CounterKey, int]]
+) -> list[ViewCheck | str]:
+    """One check per count the view may trust: a ViewCheck, or the reason it refuses all."""
+    checks: list[ViewCheck | str] = []
+    for o in view.outcomes:
+        if o.kind == "ok" and o.parsed is not None:
+            left = left_for(o.parsed)
+            checks.append(ViewCheck(o.parsed, left, any(n < 0 for n in left.values())))
+        else:
+            checks.append(_KIND_REASON[o.kind])
+    return checks
+
+
+@dataclass(slots=True)
+class _Judging:
+    """One judge() call: the best verdict so far per device, across the views seen."""
+
+    flat: Sequence[FlatSlice]
+    state: AllocatedState
+    tainted: Callable[[int, int], bool] | None
+    blocked: Callable[[Device], bool]
+    ambiguous: bool
+    best: dict[tuple[int, int], Verdict] = field(default_factory=dict)
+    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]] = field(
+        default_factory=list
+    )
+    stale: set[int] = field(default_factory=set)
+    per_count: dict[tuple[int, int], list[tuple[int, list[str | None]]]] = field(
+        default_factory=dict
+    )
+
+    def view(self, vi: int, view: View, checks: list[ViewCheck | str]) -> None:
+        self.stale.update(view.stale)
         targets = view.targets
-        devs = [flat[i].devices[j] for i, j in targets]
-        taints = [tainted(*at) for at in targets] if tainted is not None else None
+        devs = [self.flat[i].devices[j] for i, j in targets]
+        taints = [self.tainted(*at) for at in targets] if self.tainted is not None else None
         by_check: list[list[str | None]] = [
-            [c] * len(targets) if isinstance(c, str) else c.refusals(devs, taints, state, blocked)
+            [c] * len(targets)
+            if isinstance(c, str)
+            else c.refusals(devs, taints, self.state, self.blocked)
             for c in checks
         ]
-        unsupported = view.unsupported
+        unsupported, best, per_count = view.unsupported, self.best, self.per_count
+        free: set[tuple[int, int]] = set()
         fresh = not best  # the first view: nothing to compare with
         for k, at in enumerate(targets):
             verdict: Verdict
@@ -229,45 +265,51 @@ def judge(
                 if r is None and unsupported and at in unsupported:
                     r = "UnsupportedNodeSelector"
                 verdict = ("no", r) if r is not None else _YES
-                if ambiguous:
+                if self.ambiguous:
                     per_count.setdefault(at, []).append((vi, [r]))
             else:
                 reasons = [a[k] for a in by_check]
                 if at in unsupported:
                     reasons = [r or "UnsupportedNodeSelector" for r in reasons]
                 per_count.setdefault(at, []).append((vi, reasons))
-                found = [r for r in reasons if r is not None]
-                if not found:
-                    verdict = _YES
-                elif len(found) < len(reasons):
-                    verdict = ("maybe", "InconsistentSliceCount")
-                else:
-                    verdict = ("no", max(found, key=RANKS.__getitem__))
+                verdict = _of_counts(reasons)
             if verdict is _YES:
                 free.add(at)
-            if fresh:
-                best[at] = verdict
-            else:
-                before = best.get(at)
-                best[at] = verdict if before is None else _better(before, verdict)
+            before = None if fresh else best.get(at)
+            best[at] = verdict if before is None else _better(before, verdict)
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
-            free_by_view.append((free, first_ok.left))
-    if per_count:
-        orders = first_choices([v.first for v in views])
-        for at, answers in per_count.items():
-            fits = [
-                any(reasons[min(order[vi], len(reasons) - 1)] is None for vi, reasons in answers)
-                for order in orders
-            ]
-            if all(fits):
-                best[at] = _YES
-            elif any(fits):
-                best[at] = ("maybe", "InconsistentSliceCount")
-            elif best[at][0] != "no":
-                reasons_seen = [r for _, rs in answers for r in rs if r is not None]
-                best[at] = ("no", max(reasons_seen, key=RANKS.__getitem__))
-    return Judgement(best, free_by_view, stale)
+            self.free_by_view.append((free, first_ok.left))
+
+
+def _of_counts(reasons: list[str | None]) -> Verdict:
+    """A view's answer when the count it trusts depends on the list order."""
+    found = [r for r in reasons if r is not None]
+    if not found:
+        return _YES
+    if len(found) < len(reasons):
+        return ("maybe", "InconsistentSliceCount")
+    return ("no", max(found, key=RANKS.__getitem__))
+
+
+def _settle(
+    best: dict[tuple[int, int], Verdict],
+    per_count: dict[tuple[int, int], list[tuple[int, list[str | None]]]],
+    orders: list[tuple[int, ...]],
+) -> None:
+    """Each device over the list orders that can happen: in each, a view trusts one count."""
+    for at, answers in per_count.items():
+        fits = [
+            any(reasons[min(order[vi], len(reasons) - 1)] is None for vi, reasons in answers)
+            for order in orders
+        ]
+        if all(fits):
+            best[at] = _YES
+        elif any(fits):
+            best[at] = ("maybe", "InconsistentSliceCount")
+        elif best[at][0] != "no":
+            reasons_seen = [r for _, rs in answers for r in rs if r is not None]
+            best[at] = ("no", max(reasons_seen, key=RANKS.__getitem__))
 
 
 _ORDER = {"yes": 2, "maybe": 1, "no": 0}
