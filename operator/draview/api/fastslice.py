@@ -250,31 +250,15 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
     spec = obj.get("spec")
     if type(meta) is not dict or type(spec) is not dict or spec.keys() - _SPEC_KEYS:
         return None
-    pool = spec.get("pool")
-    driver = spec.get("driver")
-    if type(pool) is not dict or pool.keys() - {"name", "generation", "resourceSliceCount"}:
-        return None
-    pool_name = pool.get("name")
-    pool_generation = pool.get("generation", 0)
-    pool_count = pool.get("resourceSliceCount", 1)
-    node_name = spec.get("nodeName")
-    all_nodes = spec.get("allNodes", False)
-    per_device = spec.get("perDeviceNodeSelection", False)
+    pool = _pool(spec.get("pool"))
+    placement = _placement(spec)
     generation = meta.get("generation") or 0
-    if not (
-        type(driver) is str
-        and type(pool_name) is str
-        and in_int64(pool_generation)
-        and in_int64(pool_count, low=1)
-        and is_optional(node_name, str)
-        and type(all_nodes) is bool
-        and type(per_device) is bool
-        and in_int64(generation)
-    ):
+    if pool is None or placement is None or not in_int64(generation):
         return None
+    driver = spec.get("driver")
     raw_devices = spec.get("devices") or []
     raw_sets = spec.get("sharedCounters") or []
-    if type(raw_devices) is not list or type(raw_sets) is not list:
+    if type(driver) is not str or type(raw_devices) is not list or type(raw_sets) is not list:
         return None
     devices = [_device(d, cache) for d in raw_devices]
     sets = [_counter_set(c, cache) for c in raw_sets]
@@ -293,22 +277,41 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
             "generation": generation,
             "api_version": cache.string(api_version),
             "driver": cache.string(driver),
-            "pool": _construct(
-                PoolRef,
-                {
-                    "name": pool_name,
-                    "generation": pool_generation,
-                    "resource_slice_count": pool_count,
-                },
-            ),
-            "node_name": node_name,
-            "all_nodes": all_nodes,
-            "per_device_node_selection": per_device,
+            "pool": pool,
+            **placement,
             "devices": tuple(devices),
             "shared_counters": tuple(sets),
             "mixins": _NO_MIXINS,
         },
     )
+
+
+def _pool(pool: Any) -> PoolRef | None:
+    if type(pool) is not dict or pool.keys() - {"name", "generation", "resourceSliceCount"}:
+        return None
+    name = pool.get("name")
+    generation = pool.get("generation", 0)
+    count = pool.get("resourceSliceCount", 1)
+    if type(name) is not str or not in_int64(generation) or not in_int64(count, low=1):
+        return None
+    fields = {"name": name, "generation": generation, "resource_slice_count": count}
+    return _construct(PoolRef, fields)
+
+
+def _placement(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """nodeName, allNodes and perDeviceNodeSelection (a nodeSelector takes the models)."""
+    node_name = spec.get("nodeName")
+    all_nodes = spec.get("allNodes", False)
+    per_device = spec.get("perDeviceNodeSelection", False)
+    if not is_optional(node_name, str) or type(all_nodes) is not bool:
+        return None
+    if type(per_device) is not bool:
+        return None
+    return {
+        "node_name": node_name,
+        "all_nodes": all_nodes,
+        "per_device_node_selection": per_device,
+    }
 
 
 def slice_from_object(obj: dict[str, Any], cache: Interner | None = None) -> ResourceSlice:
