@@ -13,7 +13,7 @@ mirrored on purpose.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -147,6 +147,18 @@ def _quantities(raw: Mapping[str, str]) -> dict[str, Quantity]:
     return out
 
 
+def _attempt(undo: Callable[[], None], go: Callable[[], bool]) -> bool:
+    """Go on from a device just taken; give it back unless that leads to a solution."""
+    try:
+        done = go()
+    except Exception:
+        undo()
+        raise
+    if not done:
+        undo()
+    return done
+
+
 class NodeSearch:
     """One Allocate call for one claim on one node."""
 
@@ -168,9 +180,7 @@ class NodeSearch:
         self.allocating: set[tuple[str, str, str]] = set()
         self.shares: dict[tuple[str, str, str], int] = {}
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
-        # Counters left and taken by this attempt, in nanos, per pool NAME.
-        self.available: dict[str, dict[CounterKey, int]] = {}
-        self.consumed: dict[str, dict[CounterKey, int]] = {}
+        self.counters = _Counters()
         self.results: list[SearchDevice] = []
         self.constraints = [_constraint(c) for c in claim.constraints]
 
@@ -242,6 +252,8 @@ class NodeSearch:
 
     # -- the walk ------------------------------------------------------------------------
     def _one(self, ri: int, si: int, di: int, in_sub: bool, start: Location) -> bool:
+        """allocateOne: device `di` of request `ri` (subrequest `si`), trying candidates
+        from `start` on in the allocator's order; True once every request is satisfied."""
         self.budget -= 1
         if self.budget < 0:
             raise BudgetExceeded
@@ -249,19 +261,7 @@ class NodeSearch:
             return True
         data = self.requests[(ri, si)]
         if not in_sub and data.parent is not None:
-            all_exceeded = True
-            sub = 0
-            while (ri, sub) in self.requests:
-                try:
-                    if self._one(ri, sub, 0, True, ORIGIN):
-                        return True
-                    all_exceeded = False
-                except _MaxSize:
-                    pass
-                sub += 1
-            if all_exceeded:
-                raise _MaxSize
-            return False
+            return self._first_subrequest(ri)
         if data.all_devices is not None and not data.all_devices:
             return False
         if di >= data.num:
@@ -273,7 +273,42 @@ class NodeSearch:
             undo = self._allocate(data, d, pool, must=True)
             if undo is None:
                 return False
-            return self._next(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
+            return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
+        for loc, d, pool in self._candidates(start):
+            if not self._fits(ri, si, data, d, pool):
+                continue
+            undo = self._allocate(data, d, pool, must=False)
+            if undo is None:
+                continue
+            nxt: Location = (loc[0], loc[1], loc[2] + 1)
+
+            def go(n: Location = nxt) -> bool:
+                return self._one(ri, si, di + 1, in_sub, n)
+
+            if _attempt(undo, go):
+                return True
+        return False
+
+    def _first_subrequest(self, ri: int) -> bool:
+        """firstAvailable: the subrequests in order, the first that can be satisfied wins;
+        only when every one exceeds the result limit does the limit error stand."""
+        all_exceeded = True
+        sub = 0
+        while (ri, sub) in self.requests:
+            try:
+                if self._one(ri, sub, 0, True, ORIGIN):
+                    return True
+                all_exceeded = False
+            except _MaxSize:
+                pass
+            sub += 1
+        if all_exceeded:
+            raise _MaxSize
+        return False
+
+    def _candidates(self, start: Location) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
+        """Devices from `start` on: pools in order (incomplete and invalid ones skipped),
+        slices by name, devices in slice order."""
         for pi in range(start[0], len(self.pools)):
             pool = self.pools[pi]
             if pool.incomplete or pool.invalid:
@@ -283,45 +318,24 @@ class NodeSearch:
                 devices = pool.slices[sj]
                 first_dev = start[2] if (pi, sj) == start[:2] else 0
                 for dj in range(first_dev, len(devices)):
-                    d = devices[dj]
-                    admin = data.choice.admin_access
-                    if admin and d.id in self.allocating:
-                        continue
-                    if not admin and self._in_use(d, pool):
-                        continue
-                    if not self._selectable((ri, si), data, d):
-                        continue
-                    used = pool.allocated.capacity.get(d.device.name)
-                    if not request_fits(d.device, data.capacities, used, self._alloc_cap(d)):
-                        continue
-                    undo = self._allocate(data, d, pool, must=False)
-                    if undo is None:
-                        continue
-                    nxt: Location = (pi, sj, dj + 1)
+                    yield (pi, sj, dj), devices[dj], pool
 
-                    def go(n: Location = nxt) -> bool:
-                        return self._one(ri, si, di + 1, in_sub, n)
-
-                    if self._next(undo, go):
-                        return True
-        return False
-
-    @staticmethod
-    def _next(undo: Callable[[], None], go: Callable[[], bool]) -> bool:
-        try:
-            done = go()
-        except Exception:
-            undo()
-            raise
-        if not done:
-            undo()
-        return done
+    def _fits(self, ri: int, si: int, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
+        """The checks before allocateDevice: in use, selectors, capacity."""
+        admin = data.choice.admin_access
+        if admin and d.id in self.allocating:
+            return False
+        if not admin and self._in_use(d, pool):
+            return False
+        if not self._selectable((ri, si), data, d):
+            return False
+        used = pool.allocated.capacity.get(d.device.name)
+        return bool(
+            request_fits(d.device, data.capacities, used, self.allocating_capacity.get(d.id))
+        )
 
     def _in_use(self, d: SearchDevice, pool: NodePool) -> bool:
         return d.device.name in pool.allocated.dedicated or d.id in self.allocating
-
-    def _alloc_cap(self, d: SearchDevice) -> dict[str, Quantity] | None:
-        return self.allocating_capacity.get(d.id)
 
     def _selectable(self, key: tuple[int, int], data: _Request, d: SearchDevice) -> bool:
         cached = self.matches.get((d.id, key))
@@ -360,9 +374,9 @@ class NodeSearch:
 
         in_use = d.device.name in pool.allocated.capacity or self.shares.get(d.id, 0) > 0
         if dev.consumes_counters and not (multi and in_use):
-            if not self._reserve_counters(d, pool):
+            if not self.counters.reserve(d, pool):
                 return None
-            undo.append(lambda: self._release_counters(d, pool))
+            undo.append(lambda: self.counters.release(d, pool))
         if untolerated(d.taints, data.choice.tolerations):
             rollback()
             return None
@@ -377,7 +391,7 @@ class NodeSearch:
             self.allocating.add(d.id)
             undo.append(lambda: self.allocating.discard(d.id))
         used = pool.allocated.capacity.get(dev.name)
-        if request_fits(dev, data.capacities, used, self._alloc_cap(d)) is not True:
+        if request_fits(dev, data.capacities, used, self.allocating_capacity.get(d.id)) is not True:
             rollback()
             return None
         if multi:
@@ -399,10 +413,17 @@ class NodeSearch:
         if not self.shares[d.id]:
             del self.allocating_capacity[d.id]
 
-    # -- counters ------------------------------------------------------------------------
-    def _reserve_counters(self, d: SearchDevice, pool: NodePool) -> bool:
-        # The allocator caches both maps under the pool's name alone, so two drivers
-        # with equally named pools share them within one Allocate call.
+
+class _Counters:
+    """Counters left and taken by one attempt, in nanos. The allocator caches both maps
+    under the pool's name alone, so two drivers with equally named pools share them
+    within one Allocate call."""
+
+    def __init__(self) -> None:
+        self.available: dict[str, dict[CounterKey, int]] = {}
+        self.consumed: dict[str, dict[CounterKey, int]] = {}
+
+    def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
         name = pool.pool
         available = self.available.get(name)
         if available is None:
@@ -414,11 +435,11 @@ class NodeSearch:
         for key, left in available.items():
             # A counter this attempt does not touch still fails when already negative.
             if left < consumed.get(key, 0):
-                self._release_counters(d, pool)
+                self.release(d, pool)
                 return False
         return True
 
-    def _release_counters(self, d: SearchDevice, pool: NodePool) -> None:
+    def release(self, d: SearchDevice, pool: NodePool) -> None:
         consumed = self.consumed[pool.pool]
         for key, q in d.debits:
             consumed[key] -= q.nanos
