@@ -108,7 +108,6 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
     st = source.statuses()
     sst = st.slice_status(name)
     pst = st.pool_status(s.driver, s.pool.name)
-    status = (sst or {}).get("status") or {}
     doc = Doc()
     doc.block(
         0,
@@ -119,6 +118,30 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
             ("Status Source", source_text(st)),
         ],
     )
+    _slice_spec(doc, s)
+    doc.head(0, "Status")
+    if sst is None:
+        doc.line(1, "<none>: no status for this slice")
+        return doc.text(), {"slice": raw}
+    status = sst.get("status") or {}
+    doc.block(1, [("Observed Generation", status.get("observedGeneration"))])
+    _slice_summary(doc, status.get("summary") or {})
+    _slice_devices(doc, s, status.get("devices") or [], vis)
+    if status.get("counterSets"):
+        doc.head(1, "Counter Sets")
+        counter_lines(doc, 2, status["counterSets"])
+    pool_body = (pst or {}).get("status") or {}
+    if not status.get("counterSets") and pool_body.get("counterSets"):
+        doc.head(1, "Pool Counter Sets")
+        counter_lines(doc, 2, pool_body["counterSets"])
+    pool_lines(doc, 1, pool_body or status.get("poolStatus") or {})
+    structured = {"slice": raw, "status": elided_status(sst, vis)}
+    if pst is not None:
+        structured["poolStatus"] = pst
+    return doc.text(), structured
+
+
+def _slice_spec(doc: Doc, s: ResourceSlice) -> None:
     doc.head(0, "Spec")
     doc.block(1, [("Driver", s.driver)])
     doc.head(1, "Pool")
@@ -139,12 +162,9 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
             ("Shared Counter Sets", ", ".join(c.name for c in s.shared_counters) or None),
         ],
     )
-    doc.head(0, "Status")
-    if sst is None:
-        doc.line(1, "<none>: no status for this slice")
-        return doc.text(), {"slice": raw}
-    summary = status.get("summary") or {}
-    doc.block(1, [("Observed Generation", status.get("observedGeneration"))])
+
+
+def _slice_summary(doc: Doc, summary: dict[str, Any]) -> None:
     doc.head(1, "Summary")
     doc.block(
         2,
@@ -164,8 +184,12 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
         if summary.get(key):
             doc.head(2, label)
             doc.block(3, caps_text(summary[key]))
+
+
+def _slice_devices(
+    doc: Doc, s: ResourceSlice, devices: list[dict[str, Any]], vis: Visibility
+) -> None:
     spec_devices = {d.name: d for d in s.devices}
-    devices = status.get("devices") or []
     if devices:
         doc.head(1, "Devices")
     for dev in devices:
@@ -181,18 +205,6 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
             doc.block(4, caps_text(caps))
             doc.head(3, "Available Capacity")
             doc.block(4, caps_text(free))
-    if status.get("counterSets"):
-        doc.head(1, "Counter Sets")
-        counter_lines(doc, 2, status["counterSets"])
-    pool_body = (pst or {}).get("status") or {}
-    if not status.get("counterSets") and pool_body.get("counterSets"):
-        doc.head(1, "Pool Counter Sets")
-        counter_lines(doc, 2, pool_body["counterSets"])
-    pool_lines(doc, 1, pool_body or status.get("poolStatus") or {})
-    structured = {"slice": raw, "status": elided_status(sst, vis)}
-    if pst is not None:
-        structured["poolStatus"] = pst
-    return doc.text(), structured
 
 
 def elided_status(obj: dict[str, Any], vis: Visibility) -> dict[str, Any]:
@@ -262,52 +274,61 @@ def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict
         doc.block(0, [("DRA Resources", None)])
         return doc.text(), {"node": name, "pools": []}
     doc.head(0, "DRA Resources")
-    structured: list[dict[str, Any]] = []
-    for (driver, pool), members in sorted(reached.items()):
-        pst = st.pool_status(driver, pool)
-        pool_body = (pst or {}).get("status") or {}
-        devices: list[dict[str, Any]] = []
-        for s, names in members:
-            sst = st.slice_status(s.name)
-            for d in ((sst or {}).get("status") or {}).get("devices") or []:
-                if d["name"] in names:
-                    devices.append(d)
-        counts = Counter(d["state"] for d in devices)
-        doc.block(
-            1, [("Driver", driver), ("Pool", pool), ("Reached Through", _reach(members[0][0]))]
-        )
-        doc.head(1, "Devices")
-        doc.block(
-            2,
-            [
-                ("Total", len(devices)),
-                ("Allocated", counts["Allocated"] + counts["PartiallyAllocated"]),
-                ("Available", counts["Available"]),
-                ("Unavailable", counts["Unavailable"]),
-            ],
-        )
-        if devices:
-            doc.head(1, "Resource Details")
-            for d in devices:
-                doc.line(2, f"- Device: {d['name']} ({state_text(d, vis)})")
-        if pool_body.get("counterSets"):
-            doc.head(1, "Counter Sets")
-            counter_lines(doc, 2, pool_body["counterSets"])
-        conds = {c.get("type"): c.get("status") for c in pool_body.get("conditions") or []}
-        if any(conds.get(t, "True") != "True" for t in CONDITIONS):
-            pool_lines(doc, 1, pool_body)
-        structured.append(
-            {
-                "driver": driver,
-                "pool": pool,
-                "devices": [
-                    {**d, "allocations": vis.elide(d["allocations"])} if d.get("allocations") else d
-                    for d in devices
-                ],
-                "counterSets": pool_body.get("counterSets", []),
-            }
-        )
+    structured = [
+        _node_pool(doc, key, members, st, vis) for key, members in sorted(reached.items())
+    ]
     return doc.text(), {"node": name, "pools": structured}
+
+
+def _node_pool(
+    doc: Doc,
+    key: tuple[str, str],
+    members: list[tuple[ResourceSlice, set[str]]],
+    st: Statuses,
+    vis: Visibility,
+) -> dict[str, Any]:
+    """One pool as the node reaches it: its devices there, counters, pool problems."""
+    driver, pool = key
+    pst = st.pool_status(driver, pool)
+    pool_body = (pst or {}).get("status") or {}
+    devices: list[dict[str, Any]] = []
+    for s, names in members:
+        sst = st.slice_status(s.name)
+        for d in ((sst or {}).get("status") or {}).get("devices") or []:
+            if d["name"] in names:
+                devices.append(d)
+    counts = Counter(d["state"] for d in devices)
+    doc.block(1, [("Driver", driver), ("Pool", pool), ("Reached Through", _reach(members[0][0]))])
+    doc.head(1, "Devices")
+    doc.block(
+        2,
+        [
+            ("Total", len(devices)),
+            ("Allocated", counts["Allocated"] + counts["PartiallyAllocated"]),
+            ("Available", counts["Available"]),
+            ("Unavailable", counts["Unavailable"]),
+        ],
+    )
+    if devices:
+        doc.head(1, "Resource Details")
+        for d in devices:
+            doc.line(2, f"- Device: {d['name']} ({state_text(d, vis)})")
+    if pool_body.get("counterSets"):
+        doc.head(1, "Counter Sets")
+        counter_lines(doc, 2, pool_body["counterSets"])
+    conds = {c.get("type"): c.get("status") for c in pool_body.get("conditions") or []}
+    if any(conds.get(t, "True") != "True" for t in CONDITIONS):
+        pool_lines(doc, 1, pool_body)
+    elided = [
+        {**d, "allocations": vis.elide(d["allocations"])} if d.get("allocations") else d
+        for d in devices
+    ]
+    return {
+        "driver": driver,
+        "pool": pool,
+        "devices": elided,
+        "counterSets": pool_body.get("counterSets", []),
+    }
 
 
 def run(args: argparse.Namespace, source: Source) -> int:
