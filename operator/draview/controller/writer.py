@@ -168,9 +168,31 @@ class Writer:
         return body
 
     async def _create(self, plural: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
+        """Create, then set the status: the status subresource ignores status on create.
+        Replacing the status at the version the create returned costs the API server
+        less than a merge patch, which it must apply to the stored object first
+        (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
+        fallback when the version is unknown or already stale (409), or when an older
+        RBAC grants patch but not update on the status (403)."""
+        version = await self._create_object(plural, obj)
+        replaced = version is not None and self.replace_status
+        if replaced and await self._replace_status(plural, obj, str(version)):
+            return
+        await self._call(
+            "patch",
+            plural,
+            self.api.patch_cluster_custom_object_status,
+            API_GROUP,
+            VERSION,
+            plural,
+            obj["metadata"]["name"],
+            {"status": obj["status"]},
+            _content_type=MERGE,
+        )
+
+    async def _create_object(self, plural: str, obj: dict[str, Any]) -> str | None:
+        """The created object's resourceVersion; None when it was already there."""
         body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-        version = None
         try:
             created = await self._call(
                 "create",
@@ -182,52 +204,40 @@ class Writer:
                 body,
                 want_body=True,
             )
-            version = _resource_version(created)
         except ApiException as exc:
             if exc.status != 409:  # already there: someone (an earlier us) made it
                 raise
-        # The status subresource ignores status on create: a second request sets it.
-        # Replacing the status at the version the create returned costs the API server
-        # less than a merge patch, which it must apply to the stored object first
-        # (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
-        # fallback when the version is unknown or already stale (409), or when an older
-        # RBAC grants patch but not update on the status (403).
-        if version is not None and self.replace_status:
-            try:
-                await self._call(
-                    "update",
-                    plural,
-                    self.api.replace_cluster_custom_object_status,
-                    API_GROUP,
-                    VERSION,
-                    plural,
-                    name,
-                    {
-                        "apiVersion": obj["apiVersion"],
-                        "kind": obj["kind"],
-                        "metadata": {"name": name, "resourceVersion": version},
-                        "status": obj["status"],
-                    },
-                    fallback=True,  # a merge patch below, if RBAC allows only that
-                )
-                return
-            except ApiException as exc:
-                if exc.status == 403:
-                    self.replace_status = False
-                    log.warning("may not update status; first status by merge patch instead")
-                elif exc.status != 409:
-                    raise
-        await self._call(
-            "patch",
-            plural,
-            self.api.patch_cluster_custom_object_status,
-            API_GROUP,
-            VERSION,
-            plural,
-            name,
-            {"status": obj["status"]},
-            _content_type=MERGE,
-        )
+            return None
+        return _resource_version(created)
+
+    async def _replace_status(self, plural: str, obj: dict[str, Any], version: str) -> bool:
+        """False when a merge patch must do it instead."""
+        name = obj["metadata"]["name"]
+        try:
+            await self._call(
+                "update",
+                plural,
+                self.api.replace_cluster_custom_object_status,
+                API_GROUP,
+                VERSION,
+                plural,
+                name,
+                {
+                    "apiVersion": obj["apiVersion"],
+                    "kind": obj["kind"],
+                    "metadata": {"name": name, "resourceVersion": version},
+                    "status": obj["status"],
+                },
+                fallback=True,  # a merge patch instead, if RBAC allows only that
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 403:
+                self.replace_status = False
+                log.warning("may not update status; first status by merge patch instead")
+            elif exc.status != 409:
+                raise
+            return False
 
     async def put(self, obj: dict[str, Any]) -> bool:
         """Make the server hold `obj`; True when a request was needed."""
