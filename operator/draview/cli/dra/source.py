@@ -79,24 +79,14 @@ def _selects_nodes(slices: list[dict[str, Any]]) -> bool:
 
 
 @dataclass
-class Source:
+class Objects:
+    """The raw objects, from a dump or through kubectl, each kind listed once."""
+
     kubectl: Kubectl | None
     dump: list[dict[str, Any]] | None = None
     live: bool = False
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _world: World | None = None
-    _results: list[PoolResult] | None = None
-    _statuses: Statuses | None = None
     warnings: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Source:
-        if args.filename:
-            try:
-                return cls(None, read_sources(args.filename, limits_from_args(args)), live=True)
-            except InputError as exc:
-                raise CliError(str(exc)) from None
-        return cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
 
     @property
     def offline(self) -> bool:
@@ -132,6 +122,53 @@ class Source:
             self.warnings.append(message)
             warn(message)
 
+    def prefetch(self, *kinds: str) -> None:
+        """List several kinds at once: each kubectl call costs a process and a round trip."""
+        todo = [k for k in kinds if k not in self._cache]
+        if self.dump is not None or len(todo) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+            list(pool.map(self.objects, todo))
+
+    def one(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """One object by name; CliError 'not found' when it does not exist."""
+        label = kind.lower() if namespace is None else f"{kind.lower()} {namespace}/{name}"
+        if self.dump is not None or kind in self._cache:
+            for o in self.objects(kind):
+                meta = o.get("metadata")
+                if not isinstance(meta, dict):  # a damaged object in a dump: not this one
+                    continue
+                if meta.get("name") == name and (
+                    namespace is None or (meta.get("namespace") or "default") == namespace
+                ):
+                    return o
+            what = label if namespace is not None else f"{kind.lower()} {name!r}"
+            raise NotFound(f"{what} not found")
+        assert self.kubectl is not None
+        resource, _ = RESOURCES[kind]
+        args = [resource, name] + (["-n", namespace] if namespace else [])
+        obj: dict[str, Any] = self.kubectl.get_json(*args)
+        return obj
+
+
+@dataclass
+class Source(Objects):
+    """What the subcommands read: the objects, and what the engine makes of them (or the
+    operator's status objects, when it runs)."""
+
+    _world: World | None = None
+    _results: list[PoolResult] | None = None
+    _statuses: Statuses | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Source:
+        if args.filename:
+            try:
+                return cls(None, read_sources(args.filename, limits_from_args(args)), live=True)
+            except InputError as exc:
+                raise CliError(str(exc)) from None
+        return cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
+
     def slice_models(self) -> list[ResourceSlice]:
         """Only the slices, normalised (no claims needed: works for restricted users)."""
         if self._world is not None:
@@ -144,14 +181,6 @@ class Source:
         if not isinstance(labels, dict):
             return {}
         return {str(k): str(v) for k, v in labels.items()}
-
-    def prefetch(self, *kinds: str) -> None:
-        """List several kinds at once: each kubectl call costs a process and a round trip."""
-        todo = [k for k in kinds if k not in self._cache]
-        if self.dump is not None or len(todo) < 2:
-            return
-        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-            list(pool.map(self.objects, todo))
 
     def world(self) -> World:
         if self._world is None:
@@ -200,26 +229,6 @@ class Source:
         pools = [o for o in objs if o["kind"] == POOL_STATUS_KIND]
         pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
         return Statuses(pools, [o for o in objs if o["kind"] == SLICE_STATUS_KIND], "computed")
-
-    def one(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-        """One object by name; CliError 'not found' when it does not exist."""
-        label = kind.lower() if namespace is None else f"{kind.lower()} {namespace}/{name}"
-        if self.dump is not None or kind in self._cache:
-            for o in self.objects(kind):
-                meta = o.get("metadata")
-                if not isinstance(meta, dict):  # a damaged object in a dump: not this one
-                    continue
-                if meta.get("name") == name and (
-                    namespace is None or (meta.get("namespace") or "default") == namespace
-                ):
-                    return o
-            what = label if namespace is not None else f"{kind.lower()} {name!r}"
-            raise NotFound(f"{what} not found")
-        assert self.kubectl is not None
-        resource, _ = RESOURCES[kind]
-        args = [resource, name] + (["-n", namespace] if namespace else [])
-        obj: dict[str, Any] = self.kubectl.get_json(*args)
-        return obj
 
     def slice_model(self, name: str) -> ResourceSlice:
         """One ResourceSlice by name, normalised; CliError (one line) when unreadable."""
