@@ -22,7 +22,7 @@ from draview.controller import metrics
 from draview.controller.kube import list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.retry import Backoffs, classify
+from draview.controller.retry import Backoffs, Failure, classify
 
 log = logging.getLogger("draview.writer")
 VERSION = "v1alpha1"
@@ -323,27 +323,9 @@ class Writer:
         if failure.retry_after is not None:
             # Next to the wait chosen, so that a log shows it is never the shorter.
             extra["retry_after"] = failure.retry_after
-        # A missing CRD is one line (the blocked state), not one per object; so is an API
-        # server that cannot be reached. Repeats of a known reason only at debug: a 429
-        # storm must not flood the log.
-        if failure.code == "connection":
-            if not self.unreachable:
-                self.unreachable = True
-                log.warning("API server unreachable; status writes wait for it", extra=extra)
-            else:
-                log.debug("status write failed again", extra=extra)
-        elif new and plural not in self.blocked:
-            msg = "status write failed; parked" if failure.permanent else "status write failed"
-            log.warning(msg, extra=extra)
-        else:
-            log.debug("status write failed again", extra=extra)
+        quiet = not new or plural in self.blocked
+        self.unreachable = _log_failure(failure, extra, quiet, self.unreachable)
         return not_before
-
-    def _deferred(self, key: ObjKey) -> float | None:
-        """When an object still backing off, or whose kind is not served, may be tried."""
-        if key[0] in self.blocked:
-            return self.backoffs.clock() + self.backoffs.policy.parked
-        return self.backoffs.not_before(key)
 
     async def apply(
         self,
@@ -369,7 +351,11 @@ class Writer:
         async def worker() -> None:
             while not queue.empty():
                 key, fn, arg = queue.get_nowait()
-                later = self._deferred(key)
+                # Still backing off, or its kind is not served: when it may be tried.
+                if key[0] in self.blocked:
+                    later: float | None = self.backoffs.clock() + self.backoffs.policy.parked
+                else:
+                    later = self.backoffs.not_before(key)
                 if later is not None:
                     failed[key] = later
                     continue
@@ -405,3 +391,22 @@ class Writer:
         if back:
             self.backoffs.clear()
         return back
+
+
+def _log_failure(failure: Failure, extra: dict[str, Any], quiet: bool, unreachable: bool) -> bool:
+    """Log a failed write so that a storm stays readable; returns whether the API server
+    is now known unreachable. A missing CRD is one line (the blocked state), not one per
+    object; so is an API server that cannot be reached. Repeats of a known reason
+    (`quiet`) only at debug: a 429 storm must not flood the log."""
+    if failure.code == "connection":
+        if not unreachable:
+            log.warning("API server unreachable; status writes wait for it", extra=extra)
+        else:
+            log.debug("status write failed again", extra=extra)
+        return True
+    if not quiet:
+        msg = "status write failed; parked" if failure.permanent else "status write failed"
+        log.warning(msg, extra=extra)
+    else:
+        log.debug("status write failed again", extra=extra)
+    return unreachable
