@@ -1,0 +1,46 @@
+"""Syncer on its own: what /readyz says, and leadership duties."""
+
+from __future__ import annotations
+
+import asyncio
+
+from draview.controller.core import Controller, Settings
+from draview.controller.ratelimit import TokenBucket
+from draview.controller.sync import Syncer
+from draview.controller.writer import Writer
+
+
+def _syncer() -> Syncer:
+    ctl = Controller(Writer(None, TokenBucket(1, 1)), Settings())  # type: ignore[arg-type]
+    return Syncer(ctl, [], None, {})  # type: ignore[arg-type]
+
+
+def test_readiness_says_what_is_missing() -> None:
+    s = _syncer()
+    assert s.not_ready() == "initial list not finished"
+    s.listed = True
+    assert s.not_ready() is None  # a standby with warm caches is ready
+    s.ctl.role.leader = True
+    assert s.not_ready() == "initial status sync not finished"
+    s.ctl.role.synced = True
+    assert s.not_ready() is None
+    s.ctl.writer.blocked["resourcepoolstatuses"] = "CRD missing"
+    assert s.not_ready() == "cannot write status: CRD missing"
+
+
+async def test_losing_the_lease_cancels_the_sync_and_empties_the_queue() -> None:
+    s = _syncer()
+    s.listed = True
+
+    async def never() -> None:
+        await asyncio.Event().wait()
+
+    s.ctl.worker.full_sync = never  # type: ignore[method-assign]
+    s.become_leader()
+    assert s.ctl.role.leader and s.sync_task is not None
+    s.ctl.queue.mark([("d.example.com", "p")])
+    await asyncio.sleep(0)
+    s.stop_leading()
+    await asyncio.gather(s.sync_task, return_exceptions=True)
+    assert s.sync_task.cancelled()
+    assert not s.ctl.role.leader and not s.ctl.queue.dirty
