@@ -247,6 +247,8 @@ def test_rbac_is_least_privilege() -> None:
     expected |= {("draview.io", f"{r}/status", v) for r in own for v in ("patch", "update")}
     expected |= {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {("authorization.k8s.io", "selfsubjectaccessreviews", "create")}
+    # Node names and labels (a metadata-only watch) decide which slices reach a node.
+    expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
     assert granted == expected
     lease = one(docs, "Role")
     assert lease["metadata"]["namespace"] == "draview"

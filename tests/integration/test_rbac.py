@@ -21,6 +21,8 @@ from kubecluster import KubeCluster
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+FLOW_KINDS = ("FlowSchema", "PriorityLevelConfiguration")
+CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding", *FLOW_KINDS)
 
 
 def can_i(verb: str, resource: str) -> list[str]:
@@ -89,7 +91,9 @@ def _identity(
 ) -> Iterator[Identity]:
     k.apply_crds()
     release = f"rbac-{uuid.uuid4().hex[:6]}"
-    docs = [d for d in render(namespace, release=release) if d["kind"] in RBAC_KINDS]
+    docs = [
+        d for d in render(namespace, release=release) if d["kind"] in (*RBAC_KINDS, *FLOW_KINDS)
+    ]
     for d in docs:
         if d["kind"] == "ClusterRole" and without:
             d["rules"] = [r for r in d["rules"] if without not in r["resources"]]
@@ -104,7 +108,7 @@ def _identity(
         )
     finally:
         for d in docs:
-            if d["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            if d["kind"] in CLUSTER_SCOPED:
                 k.delete(d["kind"].lower(), d["metadata"]["name"])
 
 
@@ -283,3 +287,49 @@ def test_without_node_rbac_the_operator_judges_from_assumed_nodes(
     finally:
         k.delete("resourceslice", name)
         assert op.stop() == 0, op.logs()
+
+
+def test_status_writes_get_their_own_priority_level(chart_identity: Identity) -> None:
+    """The chart's FlowSchema classifies the operator's writes into draview's priority
+    level on the real API server (API Priority and Fairness names the schema it chose in
+    every response), so a first sync queues there instead of taking the scheduler's
+    seats; its reads stay with the built-in schemas."""
+    ident, k = chart_identity, chart_identity.k
+    schemas = json.loads(k.check("get", "flowschemas", "-o", "json"))["items"]
+    ours = next(
+        fs
+        for fs in schemas
+        if fs["spec"]["rules"][0]["subjects"][0].get("serviceAccount", {}).get("name") == ident.sa
+        and fs["spec"]["rules"][0]["subjects"][0]["serviceAccount"]["namespace"] == ident.namespace
+    )
+    level = ours["spec"]["priorityLevelConfiguration"]["name"]
+    assert k.get("prioritylevelconfiguration", level)["spec"]["type"] == "Limited"
+    name = f"apf-{uuid.uuid4().hex[:6]}"
+    pool = {
+        "apiVersion": "draview.io/v1alpha1",
+        "kind": "ResourcePoolStatus",
+        "metadata": {"name": name},
+        "spec": {"driver": "apf.draview.io", "pool": name},
+    }
+    try:
+        write = ident.as_sa.run("create", "-f", "-", "-v=8", input=json.dumps(pool))
+        assert write.returncode == 0, write.stderr
+        read = ident.as_sa.run("get", "resourcepoolstatus", name, "-v=8")
+        assert read.returncode == 0, read.stderr
+    finally:
+        k.run("delete", "resourcepoolstatus", name, "--ignore-not-found")
+    assert _flow_schema_uid(write.stderr, "POST") == ours["metadata"]["uid"]
+    assert _flow_schema_uid(read.stderr, "GET") not in (None, ours["metadata"]["uid"])
+
+
+def _flow_schema_uid(verbose: str, verb: str) -> str | None:
+    """The X-Kubernetes-Pf-Flowschema-Uid response header of the `verb` request to
+    resourcepoolstatuses in kubectl -v=8 output (discovery requests come first)."""
+    current = ""
+    for line in verbose.splitlines():
+        if '"Request" verb=' in line:
+            current = line
+        _, sep, rest = line.partition("X-Kubernetes-Pf-Flowschema-Uid:")
+        if sep and f'verb="{verb}"' in current and "resourcepoolstatuses" in current:
+            return rest.strip()
+    return None
