@@ -208,3 +208,21 @@ async def test_load_keeps_one_copy_of_what_did_not_change() -> None:
     same, edited = ("resourcepoolstatuses", "gpu-pool-1234"), ("resourcepoolstatuses", "changed")
     assert writer.known[same] is ours[same]
     assert writer.known[edited]["status"] == {"summary": {"totalDevices": 0}}
+
+
+async def test_changes_to_known_objects_go_before_creations() -> None:
+    api = FakeApi()
+    writer = Writer(api, TokenBucket(1000, 1000), concurrency=1)  # type: ignore[arg-type]
+    names = ["new-a", "old-b", "new-c", "old-d"]
+    objs = [{**OBJ, "metadata": {**OBJ["metadata"], "name": n}} for n in names]
+    for o in objs:
+        if o["metadata"]["name"].startswith("old"):
+            writer.known[("resourcepoolstatuses", o["metadata"]["name"])] = {
+                **o,
+                "status": {"summary": {"totalDevices": 0}},
+            }
+    await writer.apply(objs, [])
+    first = [m for m, _, _ in api.calls]
+    # Both status patches of the known objects, then each creation and its status.
+    assert first[:2] == ["patch_cluster_custom_object_status"] * 2, first
+    assert first[2] == "create_cluster_custom_object", first

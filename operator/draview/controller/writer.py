@@ -342,7 +342,11 @@ class Writer:
         failed: dict[ObjKey, float] = {}
         errors = (TimeoutError, ApiException, OSError, aiohttp.ClientError)
         # Coroutines are created by the workers, so at most `concurrency` exist at once.
-        jobs: list[tuple[ObjKey, Any, Any]] = [(obj_key(o), self.put, o) for o in desired]
+        # Changes to objects the server holds first, first-time creations last: after a
+        # re-list or a failover, what users see as wrong is fixed before what is new.
+        known = self.known
+        ordered = sorted(desired, key=lambda o: obj_key(o) not in known)
+        jobs: list[tuple[ObjKey, Any, Any]] = [(obj_key(o), self.put, o) for o in ordered]
         jobs += [(key, self.delete, key) for key in removed]
         queue: asyncio.Queue[tuple[ObjKey, Any, Any]] = asyncio.Queue()
         for job in jobs:
