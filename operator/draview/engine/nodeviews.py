@@ -49,6 +49,9 @@ def _describe(sig: Signature) -> str:
     return f"generation {generation}, {state}{expect}"
 
 
+Summary = tuple[bool, str, str]  # status, reason, message
+
+
 def node_views_condition(
     views: Sequence[View],
     flat: Sequence[FlatSlice],
@@ -57,6 +60,23 @@ def node_views_condition(
     now: str | None = None,
 ) -> Condition:
     """`unreachable`: the pool's current devices that no node's view offers."""
+    return as_condition(summarize(views, flat, unreachable), previous, now)
+
+
+def as_condition(
+    summary: Summary, previous: Mapping[str, Condition] | None, now: str | None
+) -> Condition:
+    return condition(CONDITION, *summary, previous, now)
+
+
+def unreachable_devices(views: Sequence[View], flat: Sequence[FlatSlice], current: int) -> int:
+    """Devices of the current slices (the first `current` of `flat`) that no view offers."""
+    offered = {at for view in views for at in view.targets}
+    return sum((i, j) not in offered for i in range(current) for j in range(len(flat[i].devices)))
+
+
+def summarize(views: Sequence[View], flat: Sequence[FlatSlice], unreachable: int) -> Summary:
+    """Depends on the slices and nodes only: computed once per PreparedPool."""
     groups: dict[Signature, list[str | None]] = {}
     for view in views:
         if view.targets:  # a node offered nothing (counter sets only) has no say
@@ -64,16 +84,13 @@ def node_views_condition(
     lost = f"; {unreachable} device(s) reachable by no node" if unreachable else ""
     if not groups:
         if not unreachable:
-            return condition(CONDITION, True, "NoDevices", "no device to reach", previous, now)
-        return condition(
-            CONDITION, False, "NoNodeReaches", f"no node reaches the pool{lost}", previous, now
-        )
+            return True, "NoDevices", "no device to reach"
+        return False, "NoNodeReaches", f"no node reaches the pool{lost}"
     if len(groups) == 1:
         (sig,) = groups
         message = f"every node that reaches the pool sees {_describe(sig)}{lost}"
-        reason = "DevicesUnreachable" if unreachable else "SameView"
-        return condition(CONDITION, not unreachable, reason, message, previous, now)
+        return not unreachable, "DevicesUnreachable" if unreachable else "SameView", message
     # Newest generation first, then the larger node set.
     order = sorted(groups.items(), key=lambda kv: (-kv[0][0], -len(kv[1]), kv[0]))
     parts = [f"{_describe(sig)} on {_nodes(names)}" for sig, names in order]
-    return condition(CONDITION, False, "NodeViewsDiffer", "; ".join(parts) + lost, previous, now)
+    return False, "NodeViewsDiffer", "; ".join(parts) + lost

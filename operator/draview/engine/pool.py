@@ -32,7 +32,8 @@ from draview.engine.composite import CompositeGraph
 from draview.engine.conditions import pool_conditions
 from draview.engine.flatten import FlatSlice, flatten_slice
 from draview.engine.model import AllocRef, EngineOptions, PoolKey, ValidationErrors
-from draview.engine.nodeviews import node_views_condition
+from draview.engine.nodeviews import Summary as NodeViews
+from draview.engine.nodeviews import as_condition, summarize, unreachable_devices
 from draview.engine.partitions import PartitionInput, partitions
 from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.summary import SummaryAcc
@@ -281,6 +282,7 @@ class PreparedPool:
     bystander: tuple[Outcome, ...]
     bystander_first: tuple[tuple[int, int], ...]
     slice_errors: tuple[str, ...]
+    node_views: NodeViews  # the ConsistentAcrossNodes condition, but for its times
 
     def serves(self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None) -> bool:
         # Slices are immutable models, replaced on every update: identity is enough.
@@ -338,6 +340,7 @@ def prepare_pool(
         by,
         by_first,
         tuple(other),
+        summarize(views, flat, unreachable_devices(views, flat, len(current))),
     )
 
 
@@ -425,14 +428,7 @@ def _conditions(
         previous=previous,
         now=now,
     )
-    unreachable = sum(
-        d.get("stateReason") == "Unreachable"
-        for sr in slice_results[: len(prepared.current)]
-        for d in sr.status["devices"]
-    )
-    conditions.append(
-        node_views_condition(prepared.views, prepared.flat, unreachable, previous, now)
-    )
+    conditions.append(as_condition(prepared.node_views, previous, now))
     return conditions
 
 

@@ -109,7 +109,7 @@ class ViewCheck:
         left = self.left
         # What each device debits (`ParsedPool.needs`), looked up without a call.
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
-        policies = self.parsed.policy_cache
+        policies, has_policy = self.parsed.policy_cache, self.parsed.has_policy
         overcommitted = self.overcommitted
         out: list[str | None] = []
         append = out.append
@@ -119,9 +119,16 @@ class ViewCheck:
                 append("InUse")
                 continue
             multi = dev.allow_multiple_allocations
-            if dev.capacity and not self._capacity_fits(dev, used_capacity, multi, policies):
-                append("InsufficientCapacity")
-                continue
+            if dev.capacity:
+                used = used_capacity.get(name)
+                # A device taken whole, with nothing shared and no policy, always fits.
+                check = used or multi
+                if not check:
+                    known = policies.get(id(dev.capacity))
+                    check = has_policy(dev) if known is None else known
+                if check and not capacity_fits(dev, used):
+                    append("InsufficientCapacity")
+                    continue
             if tainted is not None and tainted[k]:
                 append("Tainted")
                 continue
@@ -138,11 +145,8 @@ class ViewCheck:
                     # Shares without consumedCapacity (what the scheduler writes for a
                     # device without capacity) do not count as "already shared", so the
                     # allocator charges the counters again for every share: upstream.
-                    append(
-                        "CountersChargedPerShare"
-                        if multi and name in shared
-                        else "InsufficientSharedCapacity"
-                    )
+                    per_share = multi and name in shared
+                    append("CountersChargedPerShare" if per_share else "InsufficientSharedCapacity")
                     continue
                 if overcommitted:
                     append("CounterOvercommitted")
@@ -152,21 +156,6 @@ class ViewCheck:
                 continue
             append(None)
         return out
-
-    def _capacity_fits(
-        self,
-        dev: Device,
-        used_capacity: Mapping[str, Mapping[str, Quantity]],
-        multi: bool,
-        policies: Mapping[int, bool],
-    ) -> bool:
-        used = used_capacity.get(dev.name)
-        # A device taken whole, with nothing shared and no policy, always fits.
-        check = used or multi
-        if not check:
-            known = policies.get(id(dev.capacity))
-            check = self.parsed.has_policy(dev) if known is None else known
-        return not check or capacity_fits(dev, used)
 
 
 @dataclass(slots=True)
