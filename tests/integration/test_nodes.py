@@ -62,20 +62,20 @@ def _wait(k: KubeCluster, name: str, want: tuple[str, str | None]) -> float:
     return time.monotonic() - start
 
 
-def test_relabelling_nodes_rejudges_the_pool(operator: Operator, crds: KubeCluster) -> None:
-    pool, value = uniq("rack-pool"), uniq("rack")
-    old, new = uniq("gen1"), uniq("gen2")
-    selector = {
-        "nodeSelector": {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": LABEL, "operator": "In", "values": [value]}]}
-            ]
-        }
-    }
-    crds.create(
+def _rollout(k: KubeCluster, value: str) -> tuple[str, str]:
+    """Generation 1 for all nodes, generation 2 for nodes labelled `value`: the slices."""
+    pool, old, new = uniq("rack-pool"), uniq("gen1"), uniq("gen2")
+    term = {"matchExpressions": [{"key": LABEL, "operator": "In", "values": [value]}]}
+    k.create(
         _slice(old, pool, 1, "dev-old", {"allNodes": True}),
-        _slice(new, pool, 2, "dev-new", selector),
+        _slice(new, pool, 2, "dev-new", {"nodeSelector": {"nodeSelectorTerms": [term]}}),
     )
+    return old, new
+
+
+def test_relabelling_nodes_rejudges_the_pool(operator: Operator, crds: KubeCluster) -> None:
+    value = uniq("rack")
+    old, new = _rollout(crds, value)
     try:
         # No node carries the label: every node sees only generation 1.
         _wait(crds, old, ("Available", None))
@@ -99,19 +99,8 @@ def test_a_node_that_appears_is_a_new_view(operator: Operator, crds: KubeCluster
     """A node created with the label makes the selecting generation reach a node: the
     generation 1 device stays allocatable on the other nodes, the generation 2 one
     becomes reachable; deleting the node makes it unreachable again."""
-    pool, value, node = uniq("rack-pool"), uniq("rack"), uniq("node")
-    old, new = uniq("gen1"), uniq("gen2")
-    selector = {
-        "nodeSelector": {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": LABEL, "operator": "In", "values": [value]}]}
-            ]
-        }
-    }
-    crds.create(
-        _slice(old, pool, 1, "dev-old", {"allNodes": True}),
-        _slice(new, pool, 2, "dev-new", selector),
-    )
+    value, node = uniq("rack"), uniq("node")
+    old, new = _rollout(crds, value)
     try:
         _wait(crds, new, ("Unavailable", "Unreachable"))
         crds.create(
