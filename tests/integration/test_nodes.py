@@ -9,7 +9,6 @@ generation 2 and the generation 1 device is stale everywhere.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from operator_helpers import DRIVER, device_states, uniq
@@ -21,14 +20,6 @@ pytestmark = pytest.mark.cluster
 
 LABEL = "topology.example.com/rack"
 NODES = ("node-1", "node-2", "node-3")  # the fake nodes e2e/cluster/up registers
-
-
-@pytest.fixture(scope="module")
-def operator(crds: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(crds.kubeconfig, ("--leader-elect", "false")).start(tmp_path_factory.mktemp("op"))
-    op.wait_ready()
-    yield op
-    assert op.stop() == 0, op.logs()
 
 
 def _slice(name: str, pool: str, generation: int, device: str, reach: dict[str, object]) -> dict:

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import apiserver
@@ -25,14 +24,6 @@ from operator_proc import Operator
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def operator(crds: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(crds.kubeconfig, ("--leader-elect", "false")).start(tmp_path_factory.mktemp("op"))
-    op.wait_ready()
-    yield op
-    assert op.stop() == 0, op.logs()
 
 
 def test_slice_status_appears_with_owner(operator: Operator, crds: KubeCluster) -> None:
