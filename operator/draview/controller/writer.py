@@ -174,25 +174,8 @@ class Writer:
         (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
         fallback when the version is unknown or already stale (409), or when an older
         RBAC grants patch but not update on the status (403)."""
-        version = await self._create_object(plural, obj)
-        replaced = version is not None and self.replace_status
-        if replaced and await self._replace_status(plural, obj, str(version)):
-            return
-        await self._call(
-            "patch",
-            plural,
-            self.api.patch_cluster_custom_object_status,
-            API_GROUP,
-            VERSION,
-            plural,
-            obj["metadata"]["name"],
-            {"status": obj["status"]},
-            _content_type=MERGE,
-        )
-
-    async def _create_object(self, plural: str, obj: dict[str, Any]) -> str | None:
-        """The created object's resourceVersion; None when it was already there."""
         body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        version = None
         try:
             created = await self._call(
                 "create",
@@ -204,11 +187,28 @@ class Writer:
                 body,
                 want_body=True,
             )
+            version = _resource_version(created)
         except ApiException as exc:
             if exc.status != 409:  # already there: someone (an earlier us) made it
                 raise
-            return None
-        return _resource_version(created)
+        replaced = version is not None and self.replace_status
+        if replaced and await self._replace_status(plural, obj, str(version)):
+            return
+        await self._patch_status(plural, obj["metadata"]["name"], obj["status"])
+
+    async def _patch_status(self, plural: str, name: str, status: dict[str, Any]) -> None:
+        """A merge patch of the status subresource (the whole status, or what changed)."""
+        await self._call(
+            "patch",
+            plural,
+            self.api.patch_cluster_custom_object_status,
+            API_GROUP,
+            VERSION,
+            plural,
+            name,
+            {"status": status},
+            _content_type=MERGE,
+        )
 
     async def _replace_status(self, plural: str, obj: dict[str, Any], version: str) -> bool:
         """False when a merge patch must do it instead."""
@@ -267,17 +267,7 @@ class Writer:
                 if not patch and not main:
                     return False
                 if patch:
-                    await self._call(
-                        "patch",
-                        plural,
-                        self.api.patch_cluster_custom_object_status,
-                        API_GROUP,
-                        VERSION,
-                        plural,
-                        name,
-                        {"status": patch},
-                        _content_type=MERGE,
-                    )
+                    await self._patch_status(plural, name, patch)
         except ApiException as exc:
             if exc.status != 404 or cur is None:
                 raise
