@@ -27,24 +27,22 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
-// features is what AllocatorFeatures (k8s.io/kubernetes/pkg/scheduler/framework/plugins/
-// dynamicresources/dynamicresources.go) returns with every DRA feature gate on. With these,
-// structured.NewAllocator picks the "incubating" implementation, as the scheduler does.
-// ListTypeAttributes is not set there: the scheduler passes that gate to the CEL cache only.
-var features = structured.Features{
-	AdminAccess:            true,
-	PrioritizedList:        true,
-	PartitionableDevices:   true,
-	DeviceTaints:           true,
-	DeviceBindingAndStatus: true, // DRADeviceBindingConditions && DRAResourceClaimDeviceStatus
-	ConsumableCapacity:     true,
-}
+// profileGates are the feature gates of the kube-scheduler the oracle stands in for
+// (-gates); allocatorFeatures and celFeatures of the release this binary is built for
+// (release_k8s1XX.go) turn them into what that scheduler hands the allocator, so
+// structured.NewAllocator picks the implementation (stable, incubating, experimental)
+// that scheduler would.
+var (
+	profileGates gateSet
+	features     structured.Features
+)
 
 var (
-	timeout            = flag.Duration("timeout", 10*time.Second, "time limit of one Allocate call")
-	listTypeAttributes = flag.Bool("list-type-attributes", true, "CEL environment with the DRAListTypeAttributes gate on")
-	workers            = flag.Int("workers", runtime.GOMAXPROCS(0), "Allocate calls run in parallel")
-	celCache           *cel.Cache
+	timeout      = flag.Duration("timeout", 10*time.Second, "time limit of one Allocate call")
+	gatesFlag    = flag.String("gates", "", "feature gates of the scheduler, Name=true,...; a gate not named is off (default: every gate on)")
+	printRelease = flag.Bool("release", false, "print the Kubernetes release this oracle is built for and exit")
+	workers      = flag.Int("workers", runtime.GOMAXPROCS(0), "Allocate calls run in parallel")
+	celCache     *cel.Cache
 )
 
 type caseIn struct {
@@ -96,14 +94,20 @@ type deviceResult struct {
 
 func main() {
 	flag.Parse()
-	// The scheduler's cache: cel.NewCache(10, cel.Features{EnableConsumableCapacity:
-	// fts.EnableDRAConsumableCapacity, EnableListTypeAttributes: fts.EnableDRAListTypeAttributes})
-	// in New of dynamicresources.go. Compilation results do not depend on the world, so one
-	// cache serves every case.
-	celCache = cel.NewCache(10, cel.Features{
-		EnableConsumableCapacity: true,
-		EnableListTypeAttributes: *listTypeAttributes,
-	})
+	if *printRelease {
+		fmt.Println(release)
+		return
+	}
+	gates, err := parseGates(*gatesFlag)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "draview-oracle: -gates: %v\n", err)
+		os.Exit(2)
+	}
+	profileGates = gates
+	features = allocatorFeatures(gates)
+	// The scheduler's cache (New in dynamicresources.go). Compilation results do not
+	// depend on the world, so one cache serves every case.
+	celCache = cel.NewCache(10, celFeatures(gates))
 	if *workers < 1 {
 		*workers = 1
 	}
@@ -188,7 +192,7 @@ func runCase(c *caseIn) ([]probeOut, error) {
 		probes[i] = p
 	}
 
-	state := allocatedState(w.claims)
+	state := allocatedState(w.claims, profileGates.on("DRAConsumableCapacity"))
 	classes := classLister(w.classes)
 	patched := applyTaintRules(w.slices, w.rules)
 	for _, r := range c.Rotations {
@@ -370,7 +374,7 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "error: timeout"
-	case errors.Is(err, structured.ErrFailedAllocationOnNode):
+	case nodeLocal(err):
 		return "invalid: " + err.Error()
 	default:
 		return "error: " + err.Error()

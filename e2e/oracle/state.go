@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	resourcebetaapi "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -27,7 +26,7 @@ type world struct {
 	slices  []*resourceapi.ResourceSlice // in the order of the case's objects
 	claims  []*resourceapi.ResourceClaim
 	classes map[string]*resourceapi.DeviceClass
-	rules   []*resourcebetaapi.DeviceTaintRule
+	rules   []*taintRule
 	nodes   map[string]*v1.Node
 }
 
@@ -114,8 +113,8 @@ func (w *world) add(raw json.RawMessage, defaultAPIVersion, defaultKind string) 
 			return fmt.Errorf("%s: apiVersion %q is not supported, use resource.k8s.io/v1", meta.Kind, meta.APIVersion)
 		}
 	case "DeviceTaintRule":
-		if group != "resource.k8s.io" || (version != "v1beta2" && version != "v1alpha3") {
-			return fmt.Errorf("DeviceTaintRule: apiVersion %q is not supported, use resource.k8s.io/v1beta2 or v1alpha3", meta.APIVersion)
+		if group != "resource.k8s.io" || (version != "v1" && version != "v1beta2" && version != "v1alpha3") {
+			return fmt.Errorf("DeviceTaintRule: apiVersion %q is not supported, use resource.k8s.io/v1, v1beta2 or v1alpha3", meta.APIVersion)
 		}
 	case "Node":
 		if group != "" || version != "v1" {
@@ -145,9 +144,10 @@ func (w *world) add(raw json.RawMessage, defaultAPIVersion, defaultKind string) 
 		}
 		w.classes[class.Name] = class
 	case "DeviceTaintRule":
-		// v1alpha3 and v1beta2 have the same JSON shape (spec.deviceSelector {driver,
-		// pool, device}, spec.taint); the scheduler's tracker works with v1beta2.
-		rule := &resourcebetaapi.DeviceTaintRule{}
+		// v1alpha3, v1beta2 and v1 have the same JSON shape for what the tracker reads
+		// (spec.deviceSelector {driver, pool, device}, spec.taint), and not every release
+		// has Go types for each: one local type reads them all.
+		rule := &taintRule{}
 		if err := strictDecode(raw, rule); err != nil {
 			return fmt.Errorf("DeviceTaintRule: %w", err)
 		}
@@ -181,10 +181,11 @@ func (w *world) nodeNames() []string {
 
 // allocatedState mirrors claimTracker.GatherAllocatedState and foreachAllocatedDevice of
 // k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources (dra_manager.go,
-// allocateddevices.go) with DRAConsumableCapacity on: adminAccess results never count;
+// allocateddevices.go): adminAccess results never count; with DRAConsumableCapacity on,
 // results with a shareID are shared devices and add their consumedCapacity (when set) to
-// the device's aggregated capacity; every other result makes its device allocated.
-func allocatedState(claims []*resourceapi.ResourceClaim) structured.AllocatedState {
+// the device's aggregated capacity; every other result (every result, with the gate off:
+// the legacy exclusive model) makes its device allocated.
+func allocatedState(claims []*resourceapi.ResourceClaim, consumableCapacity bool) structured.AllocatedState {
 	state := structured.AllocatedState{
 		AllocatedDevices:         sets.New[structured.DeviceID](),
 		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -199,7 +200,7 @@ func allocatedState(claims []*resourceapi.ResourceClaim) structured.AllocatedSta
 				continue
 			}
 			deviceID := structured.MakeDeviceID(result.Driver, result.Pool, result.Device)
-			if result.ShareID != nil {
+			if consumableCapacity && result.ShareID != nil {
 				state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(deviceID, result.ShareID))
 				if result.ConsumedCapacity != nil {
 					state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(deviceID, result.ConsumedCapacity))

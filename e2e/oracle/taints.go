@@ -2,8 +2,27 @@ package main
 
 import (
 	resourceapi "k8s.io/api/resource/v1"
-	resourcebetaapi "k8s.io/api/resource/v1beta2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// taintRule is what the slice tracker reads of a DeviceTaintRule of any served version.
+// A 1.34 v1alpha3 rule may also select by device class or CEL; the worlds draview checks
+// never do, and such fields are ignored here.
+type taintRule struct {
+	Spec struct {
+		DeviceSelector *struct {
+			Driver *string `json:"driver"`
+			Pool   *string `json:"pool"`
+			Device *string `json:"device"`
+		} `json:"deviceSelector"`
+		Taint struct {
+			Key       string       `json:"key"`
+			Value     string       `json:"value"`
+			Effect    string       `json:"effect"`
+			TimeAdded *metav1.Time `json:"timeAdded"`
+		} `json:"taint"`
+	} `json:"spec"`
+}
 
 // applyTaintRules returns the slices with the taints of matching DeviceTaintRules appended
 // to their devices, as the scheduler sees them through
@@ -16,8 +35,8 @@ import (
 // mismatch in its slice tracker). The oracle models the intended, documented behaviour:
 // a rule's NoSchedule/NoExecute taint blocks allocation exactly like a taint the driver
 // published on the device.
-func applyTaintRules(slices []*resourceapi.ResourceSlice, rules []*resourcebetaapi.DeviceTaintRule) []*resourceapi.ResourceSlice {
-	if len(rules) == 0 {
+func applyTaintRules(slices []*resourceapi.ResourceSlice, rules []*taintRule) []*resourceapi.ResourceSlice {
+	if len(rules) == 0 || !taintRulesApplied(profileGates) {
 		return slices
 	}
 	patched := make([]*resourceapi.ResourceSlice, len(slices))
@@ -27,7 +46,7 @@ func applyTaintRules(slices []*resourceapi.ResourceSlice, rules []*resourcebetaa
 	return patched
 }
 
-func applyTaintRulesToSlice(slice *resourceapi.ResourceSlice, rules []*resourcebetaapi.DeviceTaintRule) *resourceapi.ResourceSlice {
+func applyTaintRulesToSlice(slice *resourceapi.ResourceSlice, rules []*taintRule) *resourceapi.ResourceSlice {
 	patchedSlice := slice
 	for _, rule := range rules {
 		selector := rule.Spec.DeviceSelector

@@ -23,6 +23,8 @@ from draview.cel import CelEngine
 from draview.engine.attributes import attribute
 from draview.engine.capacity import probe_request
 from draview.engine.model import EngineOptions
+from draview.engine.profile import Profile
+from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
 from draview.explain.allocatable import Allocatability, allocatable
 from draview.explain.gather import ambiguous, node_names
@@ -61,7 +63,12 @@ def claim(name: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def device_probes(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def device_probes(
+    objects: Sequence[dict[str, Any]], profile: Profile | None = None
+) -> list[dict[str, Any]]:
+    # Without DRAConsumableCapacity a capacity request is an error and every device is
+    # exclusive: the probe asks for the device whole.
+    shareable = profile is None or rules_for(profile).shareable
     probes = []
     for s in _slices(objects):
         model = slice_from_object(s)
@@ -77,7 +84,7 @@ def device_probes(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     }
                 ],
             }
-            if dev.allow_multiple_allocations and dev.capacity:
+            if shareable and dev.allow_multiple_allocations and dev.capacity:
                 exactly["capacity"] = {
                     "requests": {c: str(probe_request(cap)) for c, cap in dev.capacity.items()}
                 }
@@ -181,20 +188,28 @@ class Difference:
         )
 
 
-def device_case(case_id: str, objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def device_case(
+    case_id: str, objects: Sequence[dict[str, Any]], profile: Profile | None = None
+) -> dict[str, Any]:
     return {
         "id": case_id,
         "objects": pinned_world(objects),
-        "probes": device_probes(objects),
+        "probes": device_probes(objects, profile),
         "orders": ORDERS,
         "permutations": permutations(objects),
     }
 
 
-def compare_devices(objects: Sequence[dict[str, Any]], answer: dict[str, Any]) -> list[Difference]:
+def _options(profile: Profile | None, **kwargs: Any) -> EngineOptions:
+    return EngineOptions(**kwargs) if profile is None else EngineOptions(profile=profile, **kwargs)
+
+
+def compare_devices(
+    objects: Sequence[dict[str, Any]], answer: dict[str, Any], profile: Profile | None = None
+) -> list[Difference]:
     if "error" in answer:
         raise RuntimeError(f"oracle refused the world: {answer['error']}")
-    mine = engine_verdicts(objects)
+    mine = engine_verdicts(objects, _options(profile))
     diffs = []
     for probe in answer["probes"]:
         slice_name, _, index = probe["id"].rpartition("/")
@@ -238,13 +253,17 @@ class ClaimDifference:
 
 
 def compare_claims(
-    objects: Sequence[dict[str, Any]], pending: Sequence[dict[str, Any]], answer: dict[str, Any]
+    objects: Sequence[dict[str, Any]],
+    pending: Sequence[dict[str, Any]],
+    answer: dict[str, Any],
+    profile: Profile | None = None,
 ) -> tuple[list[ClaimDifference], int]:
     """Differences, and how many claims the search could not decide within its budget."""
     if "error" in answer:
         raise RuntimeError(f"oracle refused the world: {answer['error']}")
     world = build_world(objects)
-    results = compute_world(world)
+    options = _options(profile)
+    results = compute_world(world, options)
     classes = {c.name: c for c in world.classes}
     nodes = sorted(set(node_names(results)) - {None} | {n.name for n in world.nodes or ()})
     cel = CelEngine()
@@ -252,7 +271,9 @@ def compare_claims(
     diffs, unknown = [], 0
     for probe in answer["probes"]:
         claim = ResourceClaim.from_object(by_id[probe["id"]])
-        mine = allocatable(claim, results, classes, world.taint_rules, nodes, cel)
+        mine = allocatable(
+            claim, results, classes, world.taint_rules, nodes, cel, profile=options.profile
+        )
         theirs = reduce(probe["nodes"])
         if mine.answer == "unknown":
             unknown += 1
@@ -262,13 +283,16 @@ def compare_claims(
 
 
 def partition_case(
-    case_id: str, objects: Sequence[dict[str, Any]], attributes: Sequence[str]
+    case_id: str,
+    objects: Sequence[dict[str, Any]],
+    attributes: Sequence[str],
+    profile: Profile | None = None,
 ) -> tuple[dict[str, Any], list[tuple[str, int]]]:
     """For every partition type draview can count exactly, a claim for "how many more
     fit" devices of it and one for one more. Returns the case and (probe id, expected
     answer is "yes" for the first, "no" for the second) pairs."""
     world = build_world(objects)
-    results = compute_world(world, EngineOptions(partition_attributes=tuple(attributes)))
+    results = compute_world(world, _options(profile, partition_attributes=tuple(attributes)))
     shaky = set(ambiguous(results))
     probes: list[dict[str, Any]] = []
     expect: list[tuple[str, int]] = []

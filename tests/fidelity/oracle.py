@@ -17,18 +17,25 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from draview.engine.profile import Profile
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "e2e" / "oracle" / "build"
 
 
-def oracle_binary() -> Path:
-    """Build (or find in its cache) the oracle binary and return its path.
+def oracle_binary(release: str | None = None) -> Path:
+    """Build (or find in its cache) the oracle binary of `release` (default: the default
+    release of e2e/releases) and return its path.
 
     The build script is the one place that knows the pin and the cache layout; it does
     nothing when the sources are unchanged, so calling this per test session is cheap.
     """
     proc = subprocess.run(
-        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, cwd=REPO_ROOT
+        [str(BUILD_SCRIPT), *([release] if release else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -41,13 +48,24 @@ def oracle_binary() -> Path:
     return binary
 
 
+def profile_args(profile: Profile) -> list[str]:
+    """The oracle's flags for a profile: every gate named, so none falls back to "on"."""
+    return ["-gates", ",".join(f"{n}={str(v).lower()}" for n, v in profile.gate_values)]
+
+
 class Oracle:
     """A running draview-oracle process: one JSON line in, one JSON line out, in order.
 
     Use as a context manager. Not thread-safe: one caller at a time.
     """
 
-    def __init__(self, binary: Path | None = None, args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, binary: Path | None = None, args: Sequence[str] = (), profile: Profile | None = None
+    ) -> None:
+        """profile: answer as that release's scheduler with those gates (its own binary)."""
+        if profile is not None:
+            binary = binary or oracle_binary(profile.release)
+            args = [*profile_args(profile), *args]
         self._binary = binary if binary is not None else oracle_binary()
         # stderr goes to a file, not a pipe: nobody reads it while the oracle runs, and a
         # full pipe would block the process; it is read back to explain a crash.

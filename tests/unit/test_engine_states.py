@@ -219,17 +219,19 @@ def test_prepared_pool_is_reused_only_for_the_same_slices() -> None:
     from draview.api.slices import ResourceSlice
     from draview.engine.model import AllocRef
     from draview.engine.pool import compute_pool
+    from draview.engine.rules import Rules
 
     s = ResourceSlice.from_object(rslice("s", [device("gpu-0"), device("gpu-1")]))
     key = s.pool_key
     first = compute_pool(key, [s])
-    assert first.prepared is not None and first.prepared.serves([s], None)
+    assert first.prepared is not None and first.prepared.serves([s], None, first.prepared.rules)
     ref = AllocRef("gpu-0", "default", "c", "uid-c", "gpu")
     again = compute_pool(key, [s], [ref], prepared=first.prepared)
     assert again.prepared is first.prepared
     assert again.status == compute_pool(key, [s], [ref]).status
     changed = ResourceSlice.from_object(rslice("s", [device("gpu-0")]))
-    assert not first.prepared.serves([changed], None)
+    assert not first.prepared.serves([changed], None, first.prepared.rules)
+    assert not first.prepared.serves([s], None, Rules(taints=False))
     third = compute_pool(key, [changed], [ref], prepared=first.prepared)
     assert third.prepared is not first.prepared
     assert third.status["summary"]["totalDevices"] == 1

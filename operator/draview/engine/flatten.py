@@ -27,6 +27,9 @@ class FlatSlice:
     devices: tuple[Device, ...]
     counter_sets: tuple[CounterSet, ...]
     errors: list[str] = field(default_factory=list)
+    # The profile's GatherPools skips this slice (partitionable devices off and it holds
+    # counter sets or selects nodes per device); it still counts towards completeness.
+    ignored: bool = False
 
 
 def _missing(slice_name: str, what: str, owner: str, ref: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from draview.engine.profile import DEFAULT, Profile
+
 PoolKey = tuple[str, str]  # (driver, pool name)
 
 
@@ -35,6 +37,8 @@ class EngineOptions:
     # Partition groups up to this many candidate devices are solved exactly; larger
     # ones greedily, which gives a lower bound.
     exact_partition_limit: int = 20
+    # The release and feature gates whose allocator the engine mirrors.
+    profile: Profile = DEFAULT
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ from draview.engine.nodeviews import Summary as NodeViews
 from draview.engine.nodeviews import as_condition, summarize, unreachable_devices
 from draview.engine.partitions import PartitionInput, partitions
 from draview.engine.pools import PoolSlices, gather_pool
+from draview.engine.rules import ALL_ON, Rules, project, rules_for
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
@@ -132,7 +133,9 @@ class _PoolComputation:
         self.by_device = by_device
         self.rules = rules
         self.options = options
-        self.alloc = AllocatedState.of(r for refs in by_device.values() for r in refs)
+        self.alloc = AllocatedState.of(
+            (r for refs in by_device.values() for r in refs), prepared.rules.shareable
+        )
         self.in_use = {n for n in by_device if self.alloc.used(n)}
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
         # zero running total takes the next item's format): a claim change re-sums every
@@ -201,7 +204,7 @@ class _PoolComputation:
             state: DeviceState
             if verdict == "yes":
                 state = "PartiallyAllocated" if name in in_use else "Available"
-            elif reason in ("StaleGeneration", "Unreachable"):
+            elif reason in ("StaleGeneration", "Unreachable", "PartitionableDevicesDisabled"):
                 # The allocator never looks at this copy of the device; an allocation
                 # naming it is still listed, but it belongs to the copy the allocator uses.
                 state = "Unavailable"
@@ -283,11 +286,15 @@ class PreparedPool:
     bystander_first: tuple[tuple[int, int], ...]
     slice_errors: tuple[str, ...]
     node_views: NodeViews  # the ConsistentAcrossNodes condition, but for its times
+    rules: Rules = ALL_ON  # the profile's rules the slices were read with
 
-    def serves(self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None) -> bool:
+    def serves(
+        self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None, rules: Rules
+    ) -> bool:
         # Slices are immutable models, replaced on every update: identity is enough.
         return (
             nodes is self.nodes
+            and rules == self.rules
             and len(slices) == len(self.ids)
             and {id(s) for s in slices} == self.ids
         )
@@ -307,14 +314,19 @@ class PreparedPool:
 
 
 def prepare_pool(
-    key: PoolKey, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None = None
+    key: PoolKey,
+    slices: Sequence[ResourceSlice],
+    nodes: Sequence[NodeInfo] | None = None,
+    rules: Rules = ALL_ON,
 ) -> PreparedPool:
+    """`rules`: the profile's (engine/rules.py); devices are read as that scheduler reads
+    them (project), so everything after mirrors its allocator."""
     ps = gather_pool(key, slices)
-    current = [flatten_slice(s) for s in ps.current]
-    stale = [flatten_slice(s) for s in ps.stale]
+    current = [project(flatten_slice(s), rules) for s in ps.current]
+    stale = [project(flatten_slice(s), rules) for s in ps.stale]
     parsed = parse_pool(current)
     flat = [*current, *stale]
-    parse = Parser(flat)
+    parse = Parser(flat, rules.partitionable)
     parse.seed(range(len(current)), parsed)
     views = tuple(build_views(flat, nodes, parse))
     by, by_first = bystander(flat, parse)
@@ -341,6 +353,7 @@ def prepare_pool(
         by_first,
         tuple(other),
         summarize(views, flat, unreachable_devices(views, flat, len(current))),
+        rules,
     )
 
 
@@ -360,8 +373,9 @@ def compute_pool(
     `prepared` (from an earlier result of the same slices) skips the slice-only work;
     `nodes` are the cluster's nodes (None: unknown, see engine/views.py)."""
     opts = options or EngineOptions()
-    if prepared is None or not prepared.serves(slices, nodes):
-        prepared = prepare_pool(key, slices, nodes)
+    profile_rules = rules_for(opts.profile)
+    if prepared is None or not prepared.serves(slices, nodes, profile_rules):
+        prepared = prepare_pool(key, slices, nodes, profile_rules)
     ps = prepared.ps
     errors = ValidationErrors(
         allocator=prepared.allocator_errors(), other=list(prepared.slice_errors)
@@ -370,7 +384,7 @@ def compute_pool(
     by_device: dict[str, list[AllocRef]] = defaultdict(list)
     for ref in allocations:
         by_device[ref.device].append(ref)
-    rules = [r for r in taint_rules if r.matches(*key)]
+    rules = [r for r in taint_rules if r.matches(*key)] if profile_rules.taint_rules else []
     comp = _PoolComputation(key, prepared, by_device, rules, opts)
     _check_allocations(ps, prepared.parsed, by_device, comp.consumed, comp.consumed_fmt, errors)
     pool_acc = SummaryAcc()

@@ -36,6 +36,9 @@ class ParsedPool:
     # id(capacity map) -> whether any of its capacities has a request policy. Keyed by
     # id, which is safe while `devices` keeps every map alive.
     policy_cache: dict[int, bool] = field(default_factory=dict)
+    # False where the profile's allocator has partitionable devices off: a device that
+    # consumes counters is never handed out.
+    partitionable: bool = True
 
     def has_policy(self, dev: Device) -> bool:
         found = self.policy_cache.get(id(dev.capacity))

@@ -34,6 +34,7 @@ RANKS = {
     "CountersChargedPerShare": 8,
     "CapacitySourceInUse": 9,
     "UnsupportedNodeSelector": 10,
+    "PartitionableDevicesDisabled": 11,
 }
 Verdict = tuple[str, str | None]
 _YES: Verdict = ("yes", None)
@@ -54,12 +55,13 @@ class AllocatedState:
     capacity: dict[str, dict[str, Quantity]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, refs: Iterable[AllocRef]) -> AllocatedState:
+    def of(cls, refs: Iterable[AllocRef], shareable: bool = True) -> AllocatedState:
+        """shareable False (DRAConsumableCapacity off): every share is a whole allocation."""
         st = cls()
         for r in refs:
             if r.admin_access:
                 continue  # never makes a device used
-            if r.share_id is None:
+            if r.share_id is None or not shareable:
                 st.dedicated.add(r.device)
                 continue
             st.shared.add(r.device)
@@ -111,6 +113,7 @@ class ViewCheck:
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
         policies, has_policy = self.parsed.policy_cache, self.parsed.has_policy
         overcommitted = self.overcommitted
+        partitionable = self.parsed.partitionable
         out: list[str | None] = []
         append = out.append
         for k, dev in enumerate(devs):
@@ -134,6 +137,9 @@ class ViewCheck:
                 continue
             # A share that already holds capacity skips the counter check (the counters
             # were debited with the first share); any other device checks them all.
+            if dev.consumes_counters and not partitionable:
+                append("PartitionableDevicesDisabled")
+                continue
             if dev.consumes_counters and not (multi and name in used_capacity):
                 short = False
                 for key, q in summed.get(name) or consumption.get(name) or ():
@@ -170,11 +176,15 @@ class Judgement:
     free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]]  # nanos
     # Slices that reach some node but are older than what that node's view uses.
     stale: set[int]
+    # Slices the profile's GatherPools skips (FlatSlice.ignored).
+    ignored: frozenset[int] = frozenset()
 
     def verdict(self, at: tuple[int, int]) -> Verdict:
         found = self.verdicts.get(at)
         if found is not None:
             return found
+        if at[0] in self.ignored:
+            return ("no", "PartitionableDevicesDisabled")
         return ("no", "StaleGeneration" if at[0] in self.stale else "Unreachable")
 
 
@@ -197,7 +207,8 @@ def judge(
         run.view(vi, view, _checks(view, left_for))
     if run.per_count:
         _settle(run.best, run.per_count, first_choices([v.first for v in views]))
-    return Judgement(run.best, run.free_by_view, run.stale)
+    ignored = frozenset(i for i, fs in enumerate(flat) if fs.ignored)
+    return Judgement(run.best, run.free_by_view, run.stale, ignored)
 
 
 def _checks(

@@ -15,7 +15,7 @@ a pool's slices and reused for every claim change (see PreparedPool).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice, permutations
 from typing import Literal
 
@@ -76,6 +76,8 @@ def _has_fields(fs: FlatSlice) -> bool:
 
 
 def relevant(fs: FlatSlice, cand: Candidate) -> bool:
+    if fs.ignored:
+        return False
     if fs.counter_sets:
         return True
     s = fs.slice
@@ -120,8 +122,11 @@ class Parser:
     the pool-wide parse of the newest slices, which is what almost every view needs: a
     pool of 1,000 MIG nodes would otherwise be parsed (and held) twice."""
 
-    def __init__(self, flat: Sequence[FlatSlice]) -> None:
+    def __init__(self, flat: Sequence[FlatSlice], partitionable: bool = True) -> None:
         self.flat = flat
+        # Without partitionable devices buildPool checks device names only, and never
+        # the slices that do not reach the node.
+        self.partitionable = partitionable
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
 
     @staticmethod
@@ -135,9 +140,12 @@ class Parser:
         return counters, devices, tuple(others)
 
     def seed(self, view: Sequence[int], parsed: ParsedPool) -> None:
-        self.done[self.key(self.flat, view)] = parsed
+        if self.partitionable:
+            self.done[self.key(self.flat, view)] = parsed
 
     def __call__(self, view: Sequence[int], others: Sequence[int]) -> ParsedPool:
+        if not self.partitionable:
+            return self._names_only(view)
         key = self.key(self.flat, view, others)
         found = self.done.get(key)
         if found is None and not key[1]:
@@ -152,6 +160,15 @@ class Parser:
                 [flat[i] for i in key[0]], [flat[i] for i in key[1]], [flat[i] for i in key[2]]
             )
             self.done[key] = found
+        return found
+
+    def _names_only(self, view: Sequence[int]) -> ParsedPool:
+        key = ((), tuple(view), (-1,))  # -1: never a real index, so never a shared key
+        found = self.done.get(key)
+        if found is None:
+            parsed = parse_pool([], [self.flat[i] for i in view])
+            names = [e for e in parsed.errors if e.startswith("DuplicateDevice:")]
+            found = self.done[key] = replace(parsed, errors=names, partitionable=False)
         return found
 
 

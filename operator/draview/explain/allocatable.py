@@ -15,6 +15,8 @@ from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import CelEngine
 from draview.engine.pool import PoolResult
+from draview.engine.profile import Profile
+from draview.engine.rules import ALL_ON, Rules, as_read, refusal, rules_for
 from draview.explain.gather import Assignment, GatherIndex, ambiguous, node_pools
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
 
@@ -64,6 +66,13 @@ def _once(
     return Allocatability("no", "no node has devices that satisfy every request")
 
 
+def _judged_with(results: Sequence[PoolResult]) -> Rules:
+    for r in results:
+        if r.prepared is not None:
+            return r.prepared.rules
+    return ALL_ON
+
+
 def allocatable(
     claim: ResourceClaim,
     results: Sequence[PoolResult],
@@ -72,8 +81,17 @@ def allocatable(
     nodes: Sequence[str | None] | None = None,
     cel: CelEngine | None = None,
     budget: int = 500_000,
+    profile: Profile | None = None,
 ) -> Allocatability:
-    """`nodes`: the nodes to try (default: every node some pool's view names)."""
+    """`nodes`: the nodes to try (default: every node some pool's view names); `profile`:
+    whose scheduler to mirror (default: the one the results were judged with)."""
+    profile_rules = rules_for(profile) if profile is not None else _judged_with(results)
+    refused = refusal(claim, profile_rules)
+    if refused is not None:
+        return Allocatability("no", f"the scheduler aborts: {refused}")
+    if not profile_rules.taint_rules:
+        rules = ()
+    claim = as_read(claim, profile_rules)
     cel = cel or CelEngine()
     index = GatherIndex.build(results)
     tried = list(nodes) if nodes is not None else index.nodes()

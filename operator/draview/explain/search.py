@@ -372,6 +372,8 @@ class NodeSearch:
             for step in reversed(undo):
                 step()
 
+        if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
+            return None  # the profile's allocator has partitionable devices off
         in_use = d.device.name in pool.allocated.capacity or self.shares.get(d.id, 0) > 0
         if dev.consumes_counters and not (multi and in_use):
             if not self.counters.reserve(d, pool):

@@ -30,6 +30,7 @@ REASON_ORDER = (
     "PoolInvalid",
     "StaleGeneration",
     "CapacitySourceInUse",
+    "PartitionableDevicesDisabled",
 )
 
 
@@ -57,7 +58,13 @@ class Explainer:
         state, reason = st["state"], st.get("stateReason")
         if node is not None and not device_reaches(d.slice, d.device, node, labels):
             return "NodeUnreachable", f"not reachable from node {node}"
-        if reason in ("PoolInvalid", "PoolIncomplete", "StaleGeneration", "CapacitySourceInUse"):
+        if reason in (
+            "PoolInvalid",
+            "PoolIncomplete",
+            "StaleGeneration",
+            "CapacitySourceInUse",
+            "PartitionableDevicesDisabled",
+        ):
             return str(reason), str(reason)
         if state == "Allocated" and not choice.admin_access:
             claims = ", ".join(

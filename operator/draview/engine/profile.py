@@ -1,0 +1,320 @@
+"""The cluster a judgement is made for: a Kubernetes release and its DRA feature gates.
+
+"The scheduler" is not one program: each release's kube-scheduler hands the allocator
+(k8s.io/dynamic-resource-allocation/structured) the Features its gates turn on, and
+`structured.NewAllocator` picks the first implementation (stable, incubating, experimental)
+that supports all of them. A `Profile` says which release and gates draview mirrors; the
+engine asks it, never a release number, whether a rule applies (`rules.py` names each rule).
+
+The gate tables are read from pkg/features/kube_features.go of each release (the entry of
+the newest version not after the release); the implementation table from the
+SupportedFeatures of structured/internal/{stable,incubating,experimental} of that release's
+k8s.io/dynamic-resource-allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+RELEASES: Final = ("1.34", "1.35", "1.36", "1.37")
+NEWEST: Final = RELEASES[-1]
+
+# gate -> (default, stage, locked to its default) per release; only gates the allocator,
+# the scheduler's view of slices and claims, or draview's served versions depend on.
+_T, _F = True, False
+_GATES: Final[dict[str, dict[str, tuple[bool, str, bool]]]] = {
+    "1.34": {
+        "DRAAdminAccess": (_T, "beta", _F),
+        "DRAConsumableCapacity": (_F, "alpha", _F),
+        "DRADeviceBindingConditions": (_F, "alpha", _F),
+        "DRADeviceTaints": (_F, "alpha", _F),
+        "DRAExtendedResource": (_F, "alpha", _F),
+        "DRAPartitionableDevices": (_F, "alpha", _F),
+        "DRAPrioritizedList": (_T, "beta", _F),
+        "DRAResourceClaimDeviceStatus": (_T, "beta", _F),
+        "DRASchedulerFilterTimeout": (_T, "beta", _F),
+        "DynamicResourceAllocation": (_T, "ga", _F),
+    },
+    "1.35": {
+        "DRAAdminAccess": (_T, "beta", _F),
+        "DRAConsumableCapacity": (_F, "alpha", _F),
+        "DRADeviceBindingConditions": (_F, "alpha", _F),
+        "DRADeviceTaintRules": (_F, "alpha", _F),
+        "DRADeviceTaints": (_F, "alpha", _F),
+        "DRAExtendedResource": (_F, "alpha", _F),
+        "DRAPartitionableDevices": (_F, "alpha", _F),
+        "DRAPrioritizedList": (_T, "beta", _F),
+        "DRAResourceClaimDeviceStatus": (_T, "beta", _F),
+        "DRASchedulerFilterTimeout": (_T, "beta", _F),
+        "DynamicResourceAllocation": (_T, "ga", _T),
+    },
+    "1.36": {
+        "DRAAdminAccess": (_T, "ga", _T),
+        "DRAConsumableCapacity": (_T, "beta", _F),
+        "DRADeviceBindingConditions": (_T, "beta", _F),
+        "DRADeviceTaintRules": (_F, "beta", _F),
+        "DRADeviceTaints": (_T, "beta", _F),
+        "DRAExtendedResource": (_T, "beta", _F),
+        "DRAListTypeAttributes": (_F, "alpha", _F),
+        "DRANodeAllocatableResources": (_F, "alpha", _F),
+        "DRAPartitionableDevices": (_T, "beta", _F),
+        "DRAPrioritizedList": (_T, "ga", _F),
+        "DRAResourceClaimDeviceStatus": (_T, "beta", _F),
+        "DRAResourceClaimGranularStatusAuthorization": (_T, "beta", _F),
+        "DRAResourcePoolStatus": (_F, "alpha", _F),
+        "DRASchedulerFilterTimeout": (_T, "beta", _F),
+        "DRAWorkloadResourceClaims": (_F, "alpha", _F),
+        "DynamicResourceAllocation": (_T, "ga", _T),
+    },
+    "1.37": {
+        "DRAAdminAccess": (_T, "ga", _T),
+        "DRAConsumableCapacity": (_T, "beta", _F),
+        "DRADerivedAttributes": (_F, "alpha", _F),
+        "DRADeviceBindingConditions": (_T, "beta", _F),
+        "DRADeviceCompatibilityGroups": (_F, "alpha", _F),
+        "DRADeviceTaintRules": (_T, "ga", _F),
+        "DRADeviceTaints": (_T, "ga", _F),
+        "DRAExtendedResource": (_T, "ga", _T),
+        "DRAFractionalCapacityRange": (_T, "beta", _F),
+        "DRAListTypeAttributes": (_F, "alpha", _F),
+        "DRANodeAllocatableResources": (_F, "alpha", _F),
+        "DRAOptionalNodeOperations": (_F, "alpha", _F),
+        "DRAPartitionableDevices": (_T, "beta", _F),
+        "DRAPartitionableDevicesType": (_F, "alpha", _F),
+        "DRAPrioritizedList": (_T, "ga", _T),
+        "DRAResourceClaimDeviceStatus": (_T, "ga", _T),
+        "DRAResourceClaimGranularStatusAuthorization": (_T, "beta", _F),
+        "DRAResourcePoolStatus": (_F, "alpha", _F),
+        "DRASchedulerFilterTimeout": (_T, "beta", _F),
+        "DRAWorkloadResourceClaims": (_F, "beta", _F),
+        "DynamicResourceAllocation": (_T, "ga", _T),
+    },
+}
+
+# The allocator's Features (structured.Features), named as in Go, that each implementation
+# of each release supports; NewAllocator takes the first that covers every enabled one.
+_ALL_134 = frozenset(
+    {
+        "AdminAccess",
+        "PrioritizedList",
+        "PartitionableDevices",
+        "DeviceTaints",
+        "DeviceBinding",
+        "DeviceStatus",
+        "ConsumableCapacity",
+    }
+)
+_BASE = frozenset({"AdminAccess", "PrioritizedList", "PartitionableDevices", "DeviceTaints"})
+_INCUBATING_136 = _BASE | {"DeviceBindingAndStatus", "ConsumableCapacity"}
+_IMPLEMENTATIONS: Final[dict[str, tuple[tuple[str, frozenset[str]], ...]]] = {
+    "1.34": (("stable", frozenset()), ("incubating", _BASE), ("experimental", _ALL_134)),
+    "1.35": (
+        ("stable", frozenset()),
+        ("incubating", _BASE),
+        ("experimental", _BASE | {"DeviceBindingAndStatus", "ConsumableCapacity"}),
+    ),
+    "1.36": (
+        ("stable", _BASE),
+        ("incubating", _INCUBATING_136),
+        ("experimental", _INCUBATING_136 | {"ListTypeAttributes"}),
+    ),
+    "1.37": (
+        ("stable", _BASE),
+        ("incubating", _INCUBATING_136 | {"FractionalCapacityRange"}),
+        (
+            "experimental",
+            _INCUBATING_136
+            | {
+                "FractionalCapacityRange",
+                "ListTypeAttributes",
+                "OptionalNodeOperations",
+                "DerivedAttributes",
+                "CompatibilityGroups",
+            },
+        ),
+    ),
+}
+
+
+class ProfileError(ValueError):
+    """A release or gate list that names no cluster draview can mirror (one line)."""
+
+
+def parse_release(text: str) -> str:
+    """'1.35', 'v1.35.4' or '1.35.4+k3s1' -> '1.35'; anything else is a ProfileError."""
+    raw = text.strip()
+    parts = raw.lstrip("v").split("+")[0].split("-")[0].split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        raise ProfileError(f"{raw!r} is not a Kubernetes version (want 1.35 or v1.35.4)")
+    release = f"{int(parts[0])}.{int(parts[1])}"
+    if release in RELEASES:
+        return release
+    if (int(parts[0]), int(parts[1])) < (1, 34):
+        raise ProfileError(
+            f"Kubernetes {release} is not supported: it serves no resource.k8s.io/v1; "
+            f"draview supports {RELEASES[0]} to {NEWEST}"
+        )
+    raise ProfileError(
+        f"Kubernetes {release} is not supported; draview supports {RELEASES[0]} to {NEWEST}"
+    )
+
+
+def parse_gates(text: str) -> dict[str, bool]:
+    """Read 'Name=true,Other=false' the way --feature-gates does."""
+    gates: dict[str, bool] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip().lower()
+        if not sep or not name:
+            raise ProfileError(f"feature gate {item!r}: want Name=true or Name=false")
+        if value not in ("true", "false"):
+            raise ProfileError(f"feature gate {name}: {value!r} is not true or false")
+        gates[name] = value == "true"
+    return gates
+
+
+def default_gates(release: str) -> dict[str, bool]:
+    return {name: spec[0] for name, spec in _GATES[release].items()}
+
+
+def known_gates(release: str) -> tuple[str, ...]:
+    return tuple(sorted(_GATES[release]))
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A release and the value of every DRA gate it knows; `source` says where they came
+    from ('defaults', 'flags', 'cluster', or 'defaults (cluster gates unreadable)')."""
+
+    release: str
+    gate_values: tuple[tuple[str, bool], ...]
+    source: str = "defaults"
+
+    def gate(self, name: str) -> bool:
+        for gate, value in self.gate_values:
+            if gate == name:
+                return value
+        return False
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        return dict(self.gate_values)
+
+    def changed(self) -> dict[str, bool]:
+        """The gates that differ from the release's defaults."""
+        defaults = default_gates(self.release)
+        return {n: v for n, v in self.gate_values if defaults.get(n) != v}
+
+    @property
+    def features(self) -> frozenset[str]:
+        """structured.Features as this release's kube-scheduler fills them (AllocatorFeatures
+        in plugins/dynamicresources; in 1.34 inline in PreFilter)."""
+        g = self.gate
+        on: set[str] = set()
+        pairs = {
+            "AdminAccess": g("DRAAdminAccess"),
+            "PrioritizedList": g("DRAPrioritizedList"),
+            "PartitionableDevices": g("DRAPartitionableDevices"),
+            "DeviceTaints": g("DRADeviceTaints"),
+            "ConsumableCapacity": g("DRAConsumableCapacity"),
+        }
+        if self.release == "1.34":
+            pairs["DeviceBinding"] = g("DRADeviceBindingConditions")
+            pairs["DeviceStatus"] = g("DRAResourceClaimDeviceStatus")
+        else:
+            pairs["DeviceBindingAndStatus"] = g("DRADeviceBindingConditions") and g(
+                "DRAResourceClaimDeviceStatus"
+            )
+        if self.release == "1.37":
+            # 1.36 passes DRAListTypeAttributes to the CEL cache only; 1.37 to both.
+            pairs["FractionalCapacityRange"] = g("DRAFractionalCapacityRange")
+            pairs["ListTypeAttributes"] = g("DRAListTypeAttributes")
+            pairs["OptionalNodeOperations"] = g("DRAOptionalNodeOperations")
+            pairs["DerivedAttributes"] = g("DRADerivedAttributes")
+            pairs["CompatibilityGroups"] = g("DRADeviceCompatibilityGroups")
+        on.update(name for name, enabled in pairs.items() if enabled)
+        return frozenset(on)
+
+    @property
+    def implementation(self) -> str:
+        wanted = self.features
+        for name, supported in _IMPLEMENTATIONS[self.release]:
+            if wanted <= supported:
+                return name
+        return "none"  # NewAllocator fails: no implementation supports these features
+
+    def supports(self, feature: str) -> bool:
+        """Whether the implementation NewAllocator picks knows `feature` at all (one that
+        does not simply ignores the fields the feature adds)."""
+        for name, supported in _IMPLEMENTATIONS[self.release]:
+            if name == self.implementation:
+                return feature in supported
+        return False
+
+    def label(self) -> str:
+        """One phrase for output: 'Kubernetes 1.35, default gates' or with the changes."""
+        changed = self.changed()
+        if not changed:
+            return f"Kubernetes {self.release}, default gates"
+        text = ",".join(f"{n}={'true' if v else 'false'}" for n, v in sorted(changed.items()))
+        return f"Kubernetes {self.release}, gates {text}"
+
+    def as_status(self) -> dict[str, object]:
+        """What a ResourcePoolStatus records of the profile it was judged with."""
+        return {
+            "kubernetesVersion": self.release,
+            "allocator": self.implementation,
+            "featureGates": {n: v for n, v in self.gate_values if n.startswith("DRA")},
+            "source": self.source,
+        }
+
+
+def make_profile(
+    release: str | None = None,
+    gates: Mapping[str, bool] | None = None,
+    source: str | None = None,
+    *,
+    strict: bool = True,
+) -> Profile:
+    """The profile of `release` (default the newest) with `gates` over its defaults.
+
+    strict: a DRA gate the release does not know, or a locked gate set away from its
+    default, is a ProfileError (kube-apiserver refuses to start on either). Live, where the
+    cluster reports gates, strict is off and unknown names are ignored.
+    """
+    rel = parse_release(release) if release else NEWEST
+    values = default_gates(rel)
+    for name, value in (gates or {}).items():
+        spec = _GATES[rel].get(name)
+        if spec is None:
+            if strict and (name.startswith("DRA") or name == "DynamicResourceAllocation"):
+                raise ProfileError(
+                    f"feature gate {name} does not exist in Kubernetes {rel} "
+                    f"(its DRA gates: {', '.join(known_gates(rel))})"
+                )
+            continue
+        if strict and spec[2] and value != spec[0]:
+            raise ProfileError(
+                f"feature gate {name} is locked to {str(spec[0]).lower()} in Kubernetes {rel}"
+            )
+        values[name] = value
+    if source is None:
+        source = "flags" if gates else "defaults"
+    return Profile(rel, tuple(sorted(values.items())), source)
+
+
+def all_gates_on(release: str) -> Profile:
+    """Every DRA gate of the release on: what e2e/cluster starts its control plane with."""
+    return make_profile(release, {n: True for n in _GATES[release]}, "all gates", strict=False)
+
+
+# What draview judges with unless told otherwise: the release of the local control plane
+# (e2e/releases) with every DRA gate on, the profile every rule has been checked against
+# longest. The newest release's own rules (1.37 gathers counter slices per node) are not
+# mirrored yet, so it is not the default.
+DEFAULT: Final = all_gates_on("1.36")

@@ -1,0 +1,167 @@
+"""Which allocator rule holds for which profile: the one table of release and gate rules.
+
+Each rule names what the allocator (or the scheduler around it) does, the gate or
+release it hangs on, and where in the Kubernetes sources that was read. The engine asks
+`rules_for(profile)`, never a release number. Differential runs against each release's
+allocator (e2e/oracle, built per release) check every row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Final
+
+from draview.api.claims import ResourceClaim
+from draview.engine.flatten import FlatSlice
+from draview.engine.profile import Profile
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    # Device taints (own and from rules) block allocation unless tolerated.
+    taints: bool = True
+    # The scheduler's slice tracker adds the taints of DeviceTaintRules to devices.
+    taint_rules: bool = True
+    # Devices may consume shared counters and select nodes per device.
+    partitionable: bool = True
+    # allowMultipleAllocations and capacity requests are honoured (else every device is
+    # exclusive and a share counts as a whole allocation).
+    shareable: bool = True
+    # An invalid pool fails only the node it is seen from (else the whole attempt).
+    invalid_pool_is_node_local: bool = True
+    # CEL sees list-typed attributes.
+    list_type_attributes: bool = True
+    # Requests may ask for admin access / name prioritized alternatives (firstAvailable).
+    admin_access: bool = True
+    prioritized_list: bool = True
+    # With sharing off: an implementation that knows consumable capacity refuses a
+    # request with capacity; one that does not (1.35's incubating) ignores it.
+    capacity_requests_refused: bool = False
+
+
+# Every gate on: the rules of the local control plane and of DEFAULT.
+ALL_ON: Final = Rules()
+
+# name -> (what it says, when it holds, read from)
+TABLE: Final[dict[str, tuple[str, str, str]]] = {
+    "taints": (
+        "NoSchedule/NoExecute device taints block allocation",
+        "Features.DeviceTaints (gate DRADeviceTaints; default on from 1.36)",
+        "structured/internal/*/allocator_*.go: taintPreventsAllocation",
+    ),
+    "taint_rules": (
+        "DeviceTaintRules add taints to the devices they select",
+        "1.34: DRADeviceTaints; 1.35+: DRADeviceTaintRules (default on from 1.37)",
+        "pkg/scheduler/scheduler.go: resourceslicetracker.Options",
+    ),
+    "partitionable": (
+        "slices with sharedCounters or perDeviceNodeSelection are gathered; devices may "
+        "consume counters",
+        "Features.PartitionableDevices (gate DRAPartitionableDevices; default on from 1.36)",
+        "structured/internal/*/pools_*.go: GatherPools; allocateDevice",
+    ),
+    "shareable": (
+        "allowMultipleAllocations makes a device shareable; results with a shareID are shares",
+        "Features.ConsumableCapacity (gate DRAConsumableCapacity; default on from 1.36)",
+        "plugins/dynamicresources/dra_manager.go: GatherAllocatedState; allocateDevice",
+    ),
+    "invalid_pool_is_node_local": (
+        "an invalid pool fails only the node whose view holds it",
+        "1.35+ (ErrFailedAllocationOnNode); 1.34 aborts the scheduling attempt",
+        "plugins/dynamicresources/dynamicresources.go: Filter",
+    ),
+    "admin_access": (
+        "a request may ask for admin access (else the claim is refused)",
+        "Features.AdminAccess (gate DRAAdminAccess; default on from 1.34)",
+        "structured/internal/*/allocator_*.go: Allocate",
+    ),
+    "prioritized_list": (
+        "a request may list firstAvailable alternatives (else the claim is refused)",
+        "Features.PrioritizedList (gate DRAPrioritizedList; default on from 1.34)",
+        "structured/internal/*/allocator_*.go: Allocate",
+    ),
+    "list_type_attributes": (
+        "CEL selectors see list-typed attributes",
+        "gate DRAListTypeAttributes (1.36+, alpha)",
+        "plugins/dynamicresources/dynamicresources.go: cel.NewCache Features",
+    ),
+}
+
+
+@lru_cache(maxsize=32)
+def rules_for(profile: Profile) -> Rules:
+    features = profile.features
+    return Rules(
+        taints="DeviceTaints" in features,
+        taint_rules=profile.gate(
+            "DRADeviceTaints" if profile.release == "1.34" else "DRADeviceTaintRules"
+        ),
+        partitionable="PartitionableDevices" in features,
+        shareable="ConsumableCapacity" in features,
+        invalid_pool_is_node_local=profile.release != "1.34",
+        list_type_attributes=profile.gate("DRAListTypeAttributes"),
+        admin_access="AdminAccess" in features,
+        prioritized_list="PrioritizedList" in features,
+        capacity_requests_refused="ConsumableCapacity" not in features
+        and profile.supports("ConsumableCapacity"),
+    )
+
+
+def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
+    """Why the profile's allocator refuses the claim before looking at any device: a
+    request uses a field its gates leave off (Allocate returns an error, the attempt is
+    aborted)."""
+    for request in claim.requests:
+        if request.prioritized and not rules.prioritized_list:
+            return f"request {request.name} has firstAvailable, but DRAPrioritizedList is off"
+        for choice in request.choices:
+            if choice.admin_access and not rules.admin_access:
+                return f"request {request.name} asks for admin access, but DRAAdminAccess is off"
+            if choice.capacity_requests and rules.capacity_requests_refused:
+                return (
+                    f"request {request.name} has capacity requests, but DRAConsumableCapacity "
+                    "is off"
+                )
+    return None
+
+
+def as_read(claim: ResourceClaim, rules: Rules) -> ResourceClaim:
+    """The claim as an allocator without consumable capacity reads it: no capacity asked."""
+    if rules.shareable or not any(c.capacity_requests for r in claim.requests for c in r.choices):
+        return claim
+    requests = tuple(
+        r.model_copy(
+            update={
+                "choices": tuple(c.model_copy(update={"capacity_requests": {}}) for c in r.choices)
+            }
+        )
+        for r in claim.requests
+    )
+    return claim.model_copy(update={"requests": requests})
+
+
+def differences(profile: Profile) -> list[str]:
+    """The rules where the profile's allocator departs from one with every gate on."""
+    rules, full = rules_for(profile), ALL_ON
+    return [f.name for f in fields(Rules) if getattr(rules, f.name) != getattr(full, f.name)]
+
+
+def project(fs: FlatSlice, rules: Rules) -> FlatSlice:
+    """The slice as the profile's allocator reads it: without taints when they do not
+    block, every device exclusive when sharing is off. A profile with every rule on (the
+    common case) gets the slice itself back, so no memory is spent."""
+    drop_taints = not rules.taints and any(d.taints for d in fs.devices)
+    drop_sharing = not rules.shareable and any(d.allow_multiple_allocations for d in fs.devices)
+    ignored = not rules.partitionable and bool(
+        fs.counter_sets or fs.slice.per_device_node_selection
+    )
+    if not (drop_taints or drop_sharing or ignored):
+        return fs
+    update: dict[str, object] = {}
+    if drop_taints:
+        update["taints"] = ()
+    if drop_sharing:
+        update["allow_multiple_allocations"] = False
+    devices = tuple(d.model_copy(update=update) for d in fs.devices) if update else fs.devices
+    return FlatSlice(fs.slice, devices, fs.counter_sets, fs.errors, ignored)
