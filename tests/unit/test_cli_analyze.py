@@ -115,3 +115,31 @@ def test_assumed_nodes_are_said_only_when_something_was_assumed(tmp_path: Path) 
     assert "note:" not in analyze(str(world), str(nodes), "-o", "table").stderr
     # Slices that only name their nodes need no assumption.
     assert "note:" not in analyze(str(ROOT / "examples/gpus.yaml")).stderr
+
+
+def test_profile_flags(dump: Path) -> None:
+    taints = str(ROOT / "examples" / "taints.yaml")
+    default = analyze(taints, "-o", "json")
+    older = analyze(taints, "-o", "json", "--kubernetes-version", "1.35")
+    assert default.returncode == 0 and older.returncode == 0
+    assert "judged as Kubernetes 1.35, default gates (allocator incubating)" in older.stderr
+
+    def tainted(proc: subprocess.CompletedProcess[str]) -> int:
+        items = json.loads(proc.stdout)["items"]
+        return sum(
+            d.get("stateReason") == "Tainted"
+            for o in items
+            if o["kind"] == "ResourceSliceStatus"
+            for d in o["status"]["devices"]
+        )
+
+    assert tainted(default) > 0 and tainted(older) == 0
+    pools = [o for o in json.loads(older.stdout)["items"] if o["kind"] == "ResourcePoolStatus"]
+    assert {p["status"]["profile"]["kubernetesVersion"] for p in pools} == {"1.35"}
+    assert {p["status"]["profile"]["source"] for p in pools} == {"defaults"}
+    bad = analyze(str(dump), "--kubernetes-version", "1.33")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr == (
+        "draview analyze: Kubernetes 1.33 is not supported: it serves no resource.k8s.io/v1; "
+        "draview supports 1.34 to 1.37\n"
+    )

@@ -283,3 +283,36 @@ def test_describe_says_which_nodes_see_which_generation(
         "expected on 1 node (node-1); generation 1, complete and valid, 1 slice(s) expected "
         "on 2 nodes (node-2, node-3))"
     ) in out
+
+
+def test_the_profile_flags_change_the_answer_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    f = ["-f", str(EX / "taints.yaml")]
+    code, out, err = run(capsys, "get", "devices", *f, "--pool", "taint-node-1")
+    assert code == 0 and "Tainted" in out and "judged as" not in err
+    # 1.35's default gates leave DRADeviceTaints off: taints do not block there.
+    code, out, err = run(
+        capsys, "get", "devices", *f, "--pool", "taint-node-1", "--kubernetes-version", "v1.35.4"
+    )
+    assert code == 0 and "Tainted" not in out
+    assert "note: judged as Kubernetes 1.35, default gates (allocator incubating" in err
+    code, out, _ = run(
+        capsys, "--kubernetes-version", "1.35", "--feature-gates", "DRADeviceTaints=true",
+        "get", "devices", *f, "--pool", "taint-node-1",
+    )  # fmt: skip
+    assert code == 0 and "Tainted" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--kubernetes-version", "1.33"], "error: Kubernetes 1.33 is not supported"),
+        (["--feature-gates", "DRADeviceTaints"], "error: feature gate 'DRADeviceTaints'"),
+        (["--kubernetes-version", "1.34", "--feature-gates", "DRAListTypeAttributes=true"],
+         "error: feature gate DRAListTypeAttributes does not exist in Kubernetes 1.34"),
+    ],
+)  # fmt: skip
+def test_bad_profile_flags_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "get", "pools", "-f", str(EX / "gpus.yaml"), *flags)
+    assert code == 2 and out == "" and err.startswith(message) and err.count("\n") == 1

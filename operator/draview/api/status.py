@@ -103,6 +103,13 @@ class SliceStatusSpec(TypedDict):
     resourceSliceName: str
 
 
+class ProfileStatus(TypedDict):
+    kubernetesVersion: str
+    allocator: str
+    featureGates: dict[str, bool]
+    source: str
+
+
 class PoolStatusBody(TypedDict):
     generation: int
     slices: list[str]
@@ -113,6 +120,7 @@ class PoolStatusBody(TypedDict):
     summary: Summary
     counterSets: NotRequired[list[CounterSetStatus]]
     partitions: NotRequired[list[Partition]]
+    profile: NotRequired[ProfileStatus]
 
 
 class PoolStatusSpec(TypedDict):

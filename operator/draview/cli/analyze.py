@@ -10,6 +10,7 @@ from draview.api.world import build_world
 from draview.cli.inputs import InputError, iter_sources
 from draview.cli.limits import add_limit_flags, limits_from_args
 from draview.cli.output import as_list, write
+from draview.cli.profile_flags import add_profile_flags, profile_from_args
 from draview.cli.views import (
     counters_table,
     devices_table,
@@ -18,6 +19,7 @@ from draview.cli.views import (
     slices_table,
 )
 from draview.engine.model import EngineOptions
+from draview.engine.profile import DEFAULT, ProfileError
 from draview.engine.world import node_assumption, world_objects
 
 
@@ -55,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help="allocations listed per device before the list is capped (default 32)",
     )
+    add_profile_flags(p.add_argument_group("cluster profile"))
     add_limit_flags(p.add_argument_group("input limits (bad input never crashes)"))
     p.set_defaults(func=run)
 
@@ -65,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not 1 <= args.max_allocations <= 1024:
         print("draview analyze: --max-allocations must be 1 to 1024", file=sys.stderr)
+        return 2
+    try:
+        profile = profile_from_args(args)
+    except ProfileError as exc:
+        print(f"draview analyze: {exc}", file=sys.stderr)
         return 2
     # The decoded dump and the models are millions of acyclic containers; the cyclic
     # collector only re-walks them as the heap grows (3-4x the run time in bench/engine).
@@ -80,9 +88,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"draview analyze: warning: {problem}", file=sys.stderr)
     if (note := node_assumption(world)) is not None:
         print(f"draview analyze: note: {note}", file=sys.stderr)
+    if profile is not DEFAULT:
+        print(
+            f"draview analyze: note: judged as {profile.label()} "
+            f"(allocator {profile.implementation})",
+            file=sys.stderr,
+        )
     options = EngineOptions(
         partition_attributes=tuple(args.partition_attribute),
         max_listed_allocations=args.max_allocations,
+        profile=profile,
     )
     items = world_objects(world, options)
     if args.output in ("yaml", "json"):

@@ -10,7 +10,15 @@ from typing import Any, TextIO
 import yaml
 
 # libyaml's dumper is several times faster on large outputs.
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_Base):  # type: ignore[misc]
+    """No anchors and aliases: objects share parts (one profile dict for every pool), and
+    kubectl's YAML spells every object out."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:

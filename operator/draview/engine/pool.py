@@ -485,6 +485,7 @@ def _pool_body(
         body["validationErrors"] = all_errors
     if comp.sets:
         body["counterSets"] = [comp.sets[name] for name in sorted(comp.sets)]
+    body["profile"] = comp.options.profile.as_status()
     return body
 
 

@@ -14,9 +14,13 @@ k8s.io/dynamic-resource-allocation.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
+
+from draview.api.status import ProfileStatus
 
 RELEASES: Final = ("1.34", "1.35", "1.36", "1.37")
 NEWEST: Final = RELEASES[-1]
@@ -264,14 +268,41 @@ class Profile:
         text = ",".join(f"{n}={'true' if v else 'false'}" for n, v in sorted(changed.items()))
         return f"Kubernetes {self.release}, gates {text}"
 
-    def as_status(self) -> dict[str, object]:
-        """What a ResourcePoolStatus records of the profile it was judged with."""
-        return {
-            "kubernetesVersion": self.release,
-            "allocator": self.implementation,
-            "featureGates": {n: v for n, v in self.gate_values if n.startswith("DRA")},
-            "source": self.source,
-        }
+    def as_status(self) -> ProfileStatus:
+        """What a ResourcePoolStatus records of the profile it was judged with: one dict
+        per profile, shared by every pool (never mutated)."""
+        return _status(self)
+
+
+# The gates whose value changes what the allocator does (Features, the CEL environment,
+# the slice tracker); the rest are recorded nowhere.
+MATTERS: Final = frozenset(
+    {
+        "DRAAdminAccess",
+        "DRAConsumableCapacity",
+        "DRADerivedAttributes",
+        "DRADeviceBindingConditions",
+        "DRADeviceCompatibilityGroups",
+        "DRADeviceTaintRules",
+        "DRADeviceTaints",
+        "DRAFractionalCapacityRange",
+        "DRAListTypeAttributes",
+        "DRAOptionalNodeOperations",
+        "DRAPartitionableDevices",
+        "DRAPrioritizedList",
+        "DRAResourceClaimDeviceStatus",
+    }
+)
+
+
+@lru_cache(maxsize=32)
+def _status(profile: Profile) -> ProfileStatus:
+    return {
+        "kubernetesVersion": profile.release,
+        "allocator": profile.implementation,
+        "featureGates": {n: v for n, v in profile.gate_values if n in MATTERS},
+        "source": profile.source,
+    }
 
 
 def make_profile(
@@ -318,3 +349,37 @@ def all_gates_on(release: str) -> Profile:
 # longest. The newest release's own rules (1.37 gathers counter slices per node) are not
 # mirrored yet, so it is not the default.
 DEFAULT: Final = all_gates_on("1.36")
+
+
+_METRIC = re.compile(r"^kubernetes_feature_enabled\{([^}]*)\}\s+(\S+)", re.MULTILINE)
+_NAME = re.compile(r'(?:^|,)\s*name="([^"]+)"')
+
+
+def gates_from_metrics(text: str) -> dict[str, bool]:
+    """The gates an API server reports in its `kubernetes_feature_enabled` metric
+    (Prometheus text from /metrics); empty when the metric is absent."""
+    gates: dict[str, bool] = {}
+    for match in _METRIC.finditer(text):
+        name = _NAME.search(match.group(1))
+        if name is None:
+            continue
+        try:
+            gates[name.group(1)] = float(match.group(2)) != 0
+        except ValueError:
+            continue
+    return gates
+
+
+def cluster_profile(git_version: str, metrics: str | None) -> Profile:
+    """The profile of a live cluster: its release from /version, its gates from
+    /metrics. Without readable gates, the release's defaults, and the source says so.
+    A release draview does not support is a ProfileError."""
+    release = parse_release(git_version)
+    gates = gates_from_metrics(metrics) if metrics is not None else {}
+    if not gates:
+        return make_profile(release, source=UNREAD)
+    return make_profile(release, gates, "cluster", strict=False)
+
+
+# The source of a live profile whose gates could not be read.
+UNREAD: Final = "defaults (cluster gates unreadable)"

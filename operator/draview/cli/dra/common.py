@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from draview.cli.limits import add_limit_flags
+from draview.cli.profile_flags import add_profile_flags
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # not found, runtime error
@@ -29,6 +30,8 @@ DEFAULTS: dict[str, Any] = {
     "kubectl": None,
     "filename": [],
     "live": False,
+    "kubernetes_version": None,
+    "feature_gates": None,
 }
 
 
@@ -66,6 +69,7 @@ def common_parser() -> argparse.ArgumentParser:
         help="compute availability from slices and claims even when the draview operator "
         "publishes ResourceSliceStatus/ResourcePoolStatus objects",
     )
+    add_profile_flags(p.add_argument_group("cluster profile"), suppress=True, live=True)
     add_limit_flags(g, suppress=True)
     return p
 

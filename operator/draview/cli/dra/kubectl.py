@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from draview.cli.dra.common import CliError
+from draview.engine.profile import Profile, ProfileError, cluster_profile
 
 
 class NotServed(CliError):
@@ -98,3 +99,21 @@ class Kubectl:
             proc = self.run("auth", "can-i", verb, resource, "-n", namespace)
             self._can_i[key] = proc.returncode == 0 and proc.stdout.strip() == "yes"
         return self._can_i[key]
+
+    def cluster_profile(self) -> Profile:
+        """The cluster's release (/version) and DRA gates (/metrics of the API server);
+        where /metrics may not be read, the release's defaults (the source says so)."""
+        proc = self.run("version", "-o", "json")
+        try:
+            doc = json.loads(proc.stdout or "{}")
+        except json.JSONDecodeError:
+            doc = {}
+        server = doc.get("serverVersion") if isinstance(doc, dict) else None
+        version = server.get("gitVersion") if isinstance(server, dict) else None
+        if not isinstance(version, str):
+            raise CliError(f"cannot read the server's version: {_one_line(proc.stderr)}")
+        metrics = self.run("get", "--raw", "/metrics")
+        try:
+            return cluster_profile(version, metrics.stdout if metrics.returncode == 0 else None)
+        except ProfileError as exc:
+            raise CliError(str(exc)) from None

@@ -18,11 +18,14 @@ from draview.api.common import error_text
 from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
 from draview.api.world import World, build_world
-from draview.cli.dra.common import CliError
+from draview.cli.dra.common import CliError, UsageError
 from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
 from draview.cli.inputs import InputError, read_sources
 from draview.cli.limits import limits_from_args
+from draview.cli.profile_flags import given, profile_from_args
+from draview.engine.model import EngineOptions
 from draview.engine.pool import PoolResult
+from draview.engine.profile import DEFAULT, Profile, ProfileError
 from draview.engine.world import compute_world, node_assumption, world_objects
 
 Origin = Literal["operator", "computed"]
@@ -158,16 +161,40 @@ class Source(Objects):
 
     _world: World | None = None
     _results: list[PoolResult] | None = None
+    _profile: Profile | None = None
+    _profile_said: bool = False
     _statuses: Statuses | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Source:
+        try:
+            named = profile_from_args(args) if given(args) else None
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from None
         if args.filename:
             try:
-                return cls(None, read_sources(args.filename, limits_from_args(args)), live=True)
+                source = cls(None, read_sources(args.filename, limits_from_args(args)), live=True)
             except InputError as exc:
                 raise CliError(str(exc)) from None
-        return cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
+        else:
+            source = cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
+        source._profile = named
+        return source
+
+    def profile(self) -> Profile:
+        """Whose scheduler to mirror: the flags', else a live cluster's own, else the
+        default. Said once on stderr, since the answer depends on it."""
+        if self._profile is None:
+            live = self.kubectl is not None and not self.offline
+            self._profile = self.kubectl.cluster_profile() if self.kubectl and live else DEFAULT
+        if not self._profile_said and self._profile is not DEFAULT:
+            self._profile_said = True
+            print(
+                f"kubectl-dra: note: judged as {self._profile.label()} (allocator "
+                f"{self._profile.implementation}, gates: {self._profile.source})",
+                file=sys.stderr,
+            )
+        return self._profile
 
     def slice_models(self) -> list[ResourceSlice]:
         """Only the slices, normalised (no claims needed: works for restricted users)."""
@@ -208,7 +235,7 @@ class Source(Objects):
     def results(self) -> list[PoolResult]:
         """The engine's results for every pool (always computed, for `why`)."""
         if self._results is None:
-            self._results = compute_world(self.world())
+            self._results = compute_world(self.world(), EngineOptions(profile=self.profile()))
         return self._results
 
     def statuses(self) -> Statuses:
@@ -225,7 +252,7 @@ class Source(Objects):
                 pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
                 slices.sort(key=lambda o: o["metadata"]["name"])
                 return Statuses(pools, slices, "operator")
-        objs = world_objects(self.world())
+        objs = world_objects(self.world(), EngineOptions(profile=self.profile()))
         pools = [o for o in objs if o["kind"] == POOL_STATUS_KIND]
         pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
         return Statuses(pools, [o for o in objs if o["kind"] == SLICE_STATUS_KIND], "computed")

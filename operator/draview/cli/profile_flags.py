@@ -1,0 +1,53 @@
+"""--kubernetes-version and --feature-gates: which scheduler `analyze` and `kubectl dra`
+mirror when they compute availability themselves."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from draview.engine.profile import DEFAULT, RELEASES, Profile, make_profile, parse_gates
+
+HELP_VERSION = (
+    f"judge as the scheduler of this Kubernetes release ({', '.join(RELEASES)}) with its "
+    f"default feature gates (default: {DEFAULT.release} with every DRA gate on, as the "
+    "local control plane runs"
+)
+
+
+def add_profile_flags(group: Any, *, suppress: bool = False, live: bool = False) -> None:
+    """Add the two flags to a parser or argument group. `live`: the help says that without
+    them a cluster is asked."""
+    default: Any = argparse.SUPPRESS if suppress else None
+    asked = "; against a cluster: the cluster's own release and gates)" if live else ")"
+    group.add_argument(
+        "--kubernetes-version",
+        metavar="VERSION",
+        default=default,
+        help=HELP_VERSION + asked,
+    )
+    group.add_argument(
+        "--feature-gates",
+        metavar="NAME=BOOL,...",
+        default=default,
+        help="DRA feature gates over the release's defaults, as kube-scheduler's "
+        "--feature-gates (e.g. DRAPartitionableDevices=true)",
+    )
+
+
+def given(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "kubernetes_version", None) or getattr(args, "feature_gates", None))
+
+
+def profile_from_args(args: argparse.Namespace) -> Profile:
+    """The profile the flags name (ProfileError, one line, when they name none)."""
+    version = getattr(args, "kubernetes_version", None)
+    gates = parse_gates(getattr(args, "feature_gates", None) or "")
+    if version:
+        return make_profile(version, gates, "flags" if gates else "defaults")
+    if gates:
+        # Over the default profile's gates: every DRA gate on, then these.
+        base = dict(DEFAULT.gate_values)
+        base.update(gates)
+        return make_profile(DEFAULT.release, base, "flags")
+    return DEFAULT
