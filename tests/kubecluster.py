@@ -23,6 +23,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,7 +32,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_DIR = REPO_ROOT / "e2e" / "cluster"
-_ALREADY_RUNNING = "control plane already running"
+_ALREADY_RUNNING = "already running (state in"
 
 T = TypeVar("T")
 
@@ -134,6 +135,12 @@ class KubeCluster:
                 pytest.fail(f"timed out after {timeout} s waiting for {what}{detail}")
             time.sleep(interval)
 
+    def server_release(self) -> str:
+        """The API server's minor release, e.g. '1.36' (from `kubectl version`)."""
+        doc = json.loads(self.check("version", "-o", "json"))
+        major, minor = doc["serverVersion"]["major"], doc["serverVersion"]["minor"]
+        return f"{major}.{minor.rstrip('+')}"
+
     def create_namespace(self, prefix: str = "draview-test") -> str:
         """Create a uniquely named namespace and wait for its default service account."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
@@ -156,14 +163,55 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _script(name: str) -> subprocess.CompletedProcess[str]:
+def _script(
+    name: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run e2e/cluster/<name>, capturing its output (shown when it fails)."""
     return subprocess.run(
-        [str(CLUSTER_DIR / name)],
+        [str(CLUSTER_DIR / name), *args],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, **(env or {})},
     )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def side_cluster(release: str, state_dir: Path, gates: str = "all") -> Iterator[KubeCluster]:
+    """A second control plane of `release` beside the session's, on ports of its own and
+    with its own state, stopped afterwards (`gates`: all, or the release's defaults).
+    Releases draview refuses are allowed here: tests start them to see the refusal."""
+    env = {
+        "DRAVIEW_CLUSTER_DIR": str(state_dir),
+        "DRAVIEW_CLUSTER_GATES": gates,
+        "DRAVIEW_CLUSTER_NODES": "2",
+        "DRAVIEW_UNSUPPORTED_OK": "1",
+        **{
+            f"DRAVIEW_CLUSTER_{part}_PORT": str(_free_port())
+            for part in ("ETCD", "ETCD_PEER", "APISERVER", "SCHEDULER", "CONTROLLER_MANAGER")
+        },
+    }
+    build = _script("build", release, env=env)
+    if build.returncode != 0:
+        pytest.fail(f"e2e/cluster/build {release} failed:\n{build.stderr[-4000:]}")
+    up = _script("up", release, env=env)
+    try:
+        if up.returncode != 0:
+            pytest.fail(f"e2e/cluster/up {release} failed:\n{up.stderr[-4000:]}")
+        kubeconfig = _last_line(up.stdout).removeprefix("export KUBECONFIG=")
+        yield KubeCluster(
+            kubeconfig=kubeconfig, kubectl=str(Path(_last_line(build.stdout)) / "kubectl")
+        )
+    finally:
+        _script("down", env=env)
 
 
 def _state_dir() -> Path:

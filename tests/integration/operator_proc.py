@@ -58,7 +58,7 @@ class Operator:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as exc:
-            return exc.code, ""
+            return exc.code, exc.read().decode(errors="replace")
         except OSError:
             return 0, ""
 

@@ -16,6 +16,7 @@ from operator_proc import Operator
 from test_chart import render
 
 from draview.controller.kube import NEEDED
+from draview.engine.profile import UNREAD, make_profile
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
@@ -86,6 +87,14 @@ def identity_without_nodes(
     yield from _identity(kube_cluster, kube_namespace, tmp_path, without="nodes")
 
 
+@pytest.fixture
+def identity_without_metrics(
+    kube_cluster: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> Iterator[Identity]:
+    """The chart's RBAC without the rule for the API server's /metrics."""
+    yield from _identity(kube_cluster, kube_namespace, tmp_path, without="/metrics")
+
+
 def _identity(
     k: KubeCluster, namespace: str, tmp_path: Path, without: str | None = None
 ) -> Iterator[Identity]:
@@ -96,7 +105,11 @@ def _identity(
     ]
     for d in docs:
         if d["kind"] == "ClusterRole" and without:
-            d["rules"] = [r for r in d["rules"] if without not in r["resources"]]
+            d["rules"] = [
+                r
+                for r in d["rules"]
+                if without not in (r.get("resources") or r.get("nonResourceURLs") or ())
+            ]
     k.create(*docs)
     sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
     try:
@@ -174,7 +187,13 @@ def test_operator_does_its_job_with_only_the_chart_rbac(
 
         k.wait_for(f"ResourceSliceStatus {name}", written, timeout=60)
         pools = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
-        assert any(p["spec"]["driver"] == driver and p["spec"]["pool"] == name for p in pools)
+        mine = [p for p in pools if p["spec"]["driver"] == driver and p["spec"]["pool"] == name]
+        assert mine, pools
+        # The chart lets the operator read the cluster's own gates from /metrics.
+        profile = mine[0]["status"]["profile"]
+        assert profile["source"] == "cluster", profile
+        assert profile["kubernetesVersion"] == k.server_release(), profile
+        assert op.metric("draview_profile_info", gates="cluster") == 1
         lease = k.get("lease", name, namespace=ident.namespace)
         assert lease["spec"]["holderIdentity"], lease
         assert op.metric("draview_leader") == 1
@@ -333,3 +352,50 @@ def _flow_schema_uid(verbose: str, verb: str) -> str | None:
         if sep and f'verb="{verb}"' in current and "resourcepoolstatuses" in current:
             return rest.strip()
     return None
+
+
+def test_without_the_metrics_rule_the_release_defaults_are_used_and_said(
+    identity_without_metrics: Identity, tmp_path: Path
+) -> None:
+    """Forbidden /metrics: one warning line, the metric and every pool's status.profile
+    say that the release's default gates were assumed; the operator works on."""
+    ident, k = identity_without_metrics, identity_without_metrics.k
+    assert ident.as_sa.run("get", "--raw", "/metrics").returncode != 0
+    name = f"rbac-{uuid.uuid4().hex[:6]}"
+    rslice: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "rbac.draview.io",
+            "nodeName": "node-1",
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-0"}],
+        },
+    }
+    op = Operator(
+        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
+    ).start(tmp_path)
+    try:
+        op.wait_ready(timeout=90)
+        logs = op.logs()
+        assert logs.count("cannot read the API server's feature gates") == 1, logs
+        assert op.metric("draview_profile_info", gates=UNREAD) == 1
+        k.create(rslice)
+
+        def judged() -> dict[str, Any] | None:
+            out = k.run("get", "resourcepoolstatuses", "-o", "json")
+            for p in json.loads(out.stdout).get("items", []) if out.returncode == 0 else []:
+                if p["spec"]["pool"] == name and "profile" in p.get("status", {}):
+                    return dict(p["status"]["profile"])
+            return None
+
+        k.wait_for(f"ResourcePoolStatus of {name}", lambda: judged() is not None, timeout=60)
+        profile = judged()
+        assert profile is not None and profile["source"] == UNREAD
+        assert (
+            profile["featureGates"] == make_profile(k.server_release()).as_status()["featureGates"]
+        )
+    finally:
+        k.delete("resourceslice", name)
+        assert op.stop() == 0, op.logs()

@@ -58,3 +58,30 @@ def test_a_bad_run_variable_never_breaks_analyze(
     assert main(["analyze", str(EXAMPLES / "gpus.yaml")]) == 0
     assert "ResourcePoolStatus" in capsys.readouterr().out
     assert build_parser().parse_args(["run"]).func  # building the parser reads nothing
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--kubernetes-version", "1.33"], "Kubernetes 1.33 is not supported"),
+        (["--feature-gates", "DRADeviceTaints=maybe"], "'maybe' is not true or false"),
+        (
+            ["--kubernetes-version", "1.35", "--feature-gates", "DRAListTypeAttributes=true"],
+            "DRAListTypeAttributes does not exist in Kubernetes 1.35",
+        ),
+    ],
+)
+def test_a_profile_the_flags_cannot_name_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["run", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_profile_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRAVIEW_KUBERNETES_VERSION", "v1.35.4")
+    monkeypatch.setenv("DRAVIEW_FEATURE_GATES", "DRADeviceTaints=true")
+    s = load()
+    assert (s.kubernetes_version, s.feature_gates) == ("v1.35.4", "DRADeviceTaints=true")
+    assert load("--kubernetes-version", "1.36").kubernetes_version == "1.36"

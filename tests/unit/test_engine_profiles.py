@@ -18,9 +18,12 @@ from engine_helpers import pool, states
 from draview.engine.profile import (
     DEFAULT,
     RELEASES,
+    UNREAD,
     Profile,
     ProfileError,
     all_gates_on,
+    cluster_profile,
+    gates_from_metrics,
     make_profile,
     parse_gates,
     parse_release,
@@ -181,3 +184,31 @@ def test_a_profile_is_checked_by_the_rules_not_by_its_number() -> None:
     on = make_profile("1.35", {"DRADeviceTaints": True})
     assert rules_for(on).taints
     assert states(pool(s, profile=on))["gpu-0"] == ("Unavailable", "Tainted")
+
+
+METRICS = """# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement of a k8s feature.
+# TYPE kubernetes_feature_enabled gauge
+kubernetes_feature_enabled{name="DRAAdminAccess",stage="BETA"} 1
+kubernetes_feature_enabled{name="DRADeviceTaints",stage="ALPHA"} 1
+kubernetes_feature_enabled{name="DRAPartitionableDevices",stage="ALPHA"} 0
+kubernetes_feature_enabled{stage="",name="SomethingElse"} 1
+apiserver_request_total{code="200"} 5
+"""
+
+
+def test_gates_are_read_from_the_api_servers_metric() -> None:
+    assert gates_from_metrics(METRICS) == {
+        "DRAAdminAccess": True,
+        "DRADeviceTaints": True,
+        "DRAPartitionableDevices": False,
+        "SomethingElse": True,
+    }
+    live = cluster_profile("v1.35.4", METRICS)
+    assert (live.release, live.source) == ("1.35", "cluster")
+    assert live.gate("DRADeviceTaints") and rules_for(live).taints
+    # Forbidden (None) or without the metric: the release's defaults, and it says so.
+    for text in (None, "apiserver_request_total 5\n"):
+        unread = cluster_profile("v1.35.4", text)
+        assert unread.source == UNREAD and unread.changed() == {}
+    with pytest.raises(ProfileError, match=r"Kubernetes 1\.33 is not supported"):
+        cluster_profile("v1.33.9", METRICS)

@@ -8,6 +8,7 @@ import logging
 import sys
 
 from draview.cli import settings as run_settings
+from draview.engine.profile import parse_gates
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
             explain_interval=s.explain_interval,
             max_object_bytes=s.max_object_bytes,
         ),
+        kubernetes_version=s.kubernetes_version,
+        feature_gates=parse_gates(s.feature_gates) if s.feature_gates is not None else None,
         qps=s.qps,
         burst=s.burst,
         write_concurrency=s.write_concurrency,

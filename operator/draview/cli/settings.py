@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from draview.engine.profile import make_profile, parse_gates
+
 PREFIX = "DRAVIEW_"
 
 
@@ -103,6 +105,16 @@ class RunSettings(BaseSettings):
         60, gt=0, description="seconds a claim may stay unallocated before it gets an Event"
     )
     explain_interval: float = Field(10, gt=0, description="seconds between looks at pending claims")
+    kubernetes_version: str | None = Field(
+        None,
+        description="judge as the scheduler of this release (1.34 to 1.37) instead of the "
+        "cluster's own, read from /version (default: the cluster's)",
+    )
+    feature_gates: str | None = Field(
+        None,
+        description="DRA feature gates, Name=true,... over the release's defaults, instead of "
+        "those the API server reports in /metrics (default: the cluster's)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"
 
@@ -112,6 +124,14 @@ class RunSettings(BaseSettings):
         if isinstance(value, str):
             return [a for a in value.split(",") if a]
         return value
+
+    @model_validator(mode="after")
+    def _profile_flags(self) -> Self:
+        if self.feature_gates is not None:
+            parse_gates(self.feature_gates)  # ProfileError is a ValueError: one line
+        if self.kubernetes_version is not None:
+            make_profile(self.kubernetes_version, parse_gates(self.feature_gates or ""))
+        return self
 
     @model_validator(mode="after")
     def _timings_nest(self) -> Self:

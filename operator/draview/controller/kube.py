@@ -84,6 +84,34 @@ async def _get(api: client.ApiClient, path: str) -> Any:
     return resp
 
 
+async def server_version(api: client.ApiClient) -> str:
+    """The API server's gitVersion (/version, readable by every authenticated user)."""
+    info = await _get(api, "/version")
+    return str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
+
+
+async def feature_metrics(api: client.ApiClient) -> tuple[str | None, str]:
+    """The `kubernetes_feature_enabled` lines of the API server's /metrics, streamed so
+    that the (large) rest is never held; (None, why) when it cannot be read."""
+    resp = await api.call_api(
+        "/metrics",
+        "GET",
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    try:
+        if resp.status != 200:
+            return None, f"GET /metrics: HTTP {resp.status} {resp.reason}"
+        lines: list[str] = []
+        async for raw in resp.content:
+            if raw.startswith(b"kubernetes_feature_enabled"):
+                lines.append(raw.decode("utf-8", "replace"))
+        return "".join(lines), ""
+    finally:
+        resp.release()
+
+
 async def served_version(api: client.ApiClient, plural: str) -> str | None:
     """The preferred version of resource.k8s.io that serves `plural` (None if none)."""
     try:

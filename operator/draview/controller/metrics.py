@@ -53,6 +53,12 @@ TASK_FAILURES = Counter(
 )
 IS_LEADER = Gauge("draview_leader", "1 while this replica holds the leader lease")
 NODES = Gauge("draview_nodes", "Nodes known from the metadata-only Node watch")
+PROFILE = Gauge(
+    "draview_profile_info",
+    "1 for the profile pools are judged with: the Kubernetes release, the allocator "
+    "implementation its scheduler picks, and where the feature gates came from",
+    ["kubernetes_version", "allocator", "gates"],
+)
 NODES_WATCHED = Gauge(
     "draview_nodes_watched",
     "1 while Nodes are watched; 0: pools that select nodes are judged from assumed nodes",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kubernetes_asyncio import client
 
@@ -25,9 +25,10 @@ from draview.controller.kopf_wiring import start_kopf
 from draview.controller.leader import LeaderElector
 from draview.controller.lifecycle import chain_signals, shutdown, wait_for_stop
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.startup import discover, event_posters
+from draview.controller.startup import cluster_profile, discover, event_posters, refuse
 from draview.controller.sync import Syncer
 from draview.controller.writer import Writer
+from draview.engine.profile import ProfileError
 
 log = logging.getLogger("draview")
 
@@ -53,6 +54,10 @@ class RunConfig:
     # SIGTERM: time to finish pending writes, under the pod's terminationGracePeriodSeconds.
     shutdown_timeout: float = 20.0
     watch_silence_timeout: float = watch.SILENCE_TIMEOUT
+    # Whose scheduler to mirror: None reads the cluster's release (/version) and gates
+    # (/metrics); set, they replace what the cluster says.
+    kubernetes_version: str | None = None
+    feature_gates: dict[str, bool] | None = None
 
 
 async def run(cfg: RunConfig) -> int:
@@ -67,9 +72,15 @@ async def run(cfg: RunConfig) -> int:
 
 
 async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
+    try:
+        profile = await cluster_profile(api, cfg.kubernetes_version, cfg.feature_gates)
+    except ProfileError as exc:
+        return await refuse(cfg.bind_address, cfg.port, str(exc))
     versions = await discover(api, cfg.lease_namespace if cfg.leader_elect else None)
     if versions is None:
         return 1
+    engine = replace(cfg.settings.engine, profile=profile)
+    cfg = replace(cfg, settings=replace(cfg.settings, engine=engine))
     elector: LeaderElector | None = None
     writer = Writer(
         client.CustomObjectsApi(api),

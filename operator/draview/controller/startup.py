@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Awaitable, Callable
 
 import aiohttp
@@ -14,8 +15,65 @@ from draview.api.claims import ResourceClaim
 from draview.controller import kube, metrics
 from draview.controller.events import SliceEvent, post_event, post_slice_event
 from draview.controller.explanations import PostEvent, PostSliceEvent
+from draview.controller.health import serve
+from draview.engine import profile as profiles
+from draview.engine.profile import Profile, make_profile
 
 log = logging.getLogger("draview")
+
+
+async def cluster_profile(
+    api: client.ApiClient, version: str | None, gates: dict[str, bool] | None
+) -> Profile:
+    """Whose scheduler to mirror: the release from /version and the gates the API server
+    reports in /metrics (kubernetes_feature_enabled), each unless given. Where /metrics
+    cannot be read, the release's defaults, said once in the log and in a metric (and in
+    every pool's status.profile.source). An unsupported release is a ProfileError."""
+    server = await kube.server_version(api)
+    if gates is not None:
+        profile = make_profile(version or server, gates, "flags", strict=False)
+    elif version is not None:
+        profile = make_profile(version, source="flags")
+    else:
+        text, why = None, ""
+        try:
+            text, why = await kube.feature_metrics(api)
+        except (client.exceptions.ApiException, aiohttp.ClientError, OSError) as exc:
+            why = f"GET /metrics: {exc}"
+        profile = profiles.cluster_profile(server, text)
+        if profile.source == profiles.UNREAD:
+            log.warning(
+                "cannot read the API server's feature gates: judging with the release's "
+                "default gates (grant get on the non-resource URL /metrics, or set "
+                "--feature-gates)",
+                extra={"server": server, "error": why or "no kubernetes_feature_enabled metric"},
+            )
+    metrics.PROFILE.labels(
+        kubernetes_version=profile.release, allocator=profile.implementation, gates=profile.source
+    ).set(1)
+    log.info(
+        "judging as %s",
+        profile.label(),
+        extra={"server": server, "allocator": profile.implementation, "gates": profile.source},
+    )
+    return profile
+
+
+async def refuse(host: str, port: int, reason: str) -> int:
+    """A cluster draview cannot judge: one error line, /readyz answers 503 with the reason
+    (/healthz stays ok, so the pod is not restarted in a loop), and when stopped the
+    process exits 3."""
+    log.error(reason)
+    runner = await serve(host, port, lambda: reason)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+    return 3
 
 
 async def discover(api: client.ApiClient, lease_namespace: str | None) -> dict[str, str] | None:

@@ -211,6 +211,9 @@ class Source(Objects):
 
     def world(self) -> World:
         if self._world is None:
+            # The profile first: a cluster draview cannot judge is refused before any
+            # list is made.
+            self.profile()
             self.prefetch("ResourceSlice", "ResourceClaim", "DeviceTaintRule", "DeviceClass")
             objs = [
                 *self.objects("ResourceSlice"),
