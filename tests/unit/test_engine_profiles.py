@@ -186,7 +186,7 @@ def test_a_profile_is_checked_by_the_rules_not_by_its_number() -> None:
     assert states(pool(s, profile=on))["gpu-0"] == ("Unavailable", "Tainted")
 
 
-METRICS = """# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement of a k8s feature.
+METRICS = """# HELP kubernetes_feature_enabled [BETA] The stage and enablement of a k8s feature.
 # TYPE kubernetes_feature_enabled gauge
 kubernetes_feature_enabled{name="DRAAdminAccess",stage="BETA"} 1
 kubernetes_feature_enabled{name="DRADeviceTaints",stage="ALPHA"} 1
