@@ -326,7 +326,7 @@ def prepare_pool(
     stale = [project(flatten_slice(s), rules) for s in ps.stale]
     parsed = parse_pool(current)
     flat = [*current, *stale]
-    parse = Parser(flat, rules.partitionable)
+    parse = Parser(flat, rules.partitionable, rules.counter_slices_everywhere)
     parse.seed(range(len(current)), parsed)
     views = tuple(build_views(flat, nodes, parse))
     by, by_first = bystander(flat, parse)

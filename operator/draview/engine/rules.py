@@ -32,6 +32,14 @@ class Rules:
     invalid_pool_is_node_local: bool = True
     # CEL sees list-typed attributes.
     list_type_attributes: bool = True
+    # Slices with sharedCounters are gathered for every node (1.34-1.36); from 1.37 only
+    # for the nodes they select, and the rest of the pool's counter slices join when the
+    # node's view looks incomplete.
+    counter_slices_everywhere: bool = True
+    # allocationMode All leaves out devices whose capacity cannot take the request given
+    # what is already consumed (until 1.36); from 1.37 only the static capacity counts, so
+    # a device with too little left makes the whole request fail.
+    all_mode_static_capacity: bool = False
     # Requests may ask for admin access / name prioritized alternatives (firstAvailable).
     admin_access: bool = True
     prioritized_list: bool = True
@@ -71,6 +79,18 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "1.35+ (ErrFailedAllocationOnNode); 1.34 aborts the scheduling attempt",
         "plugins/dynamicresources/dynamicresources.go: Filter",
     ),
+    "counter_slices_everywhere": (
+        "slices with sharedCounters reach every node; from 1.37 only the nodes they "
+        "select, the others joining when a node's view looks incomplete",
+        "1.34-1.36 (1.37 changed GatherPools and the slices handed to it)",
+        "structured/internal/*/pools_*.go: GatherPools, buildPool; allocator_*.go: Allocate",
+    ),
+    "all_mode_static_capacity": (
+        "allocationMode All counts every matching device whose static capacity takes the "
+        "request; one with too little left then fails the request",
+        "1.37 (until 1.36 such a device was left out of 'all')",
+        "structured/internal/*/allocator_*.go: newRequestData, DeviceAllocationModeAll",
+    ),
     "admin_access": (
         "a request may ask for admin access (else the claim is refused)",
         "Features.AdminAccess (gate DRAAdminAccess; default on from 1.34)",
@@ -101,6 +121,8 @@ def rules_for(profile: Profile) -> Rules:
         shareable="ConsumableCapacity" in features,
         invalid_pool_is_node_local=profile.release != "1.34",
         list_type_attributes=profile.gate("DRAListTypeAttributes"),
+        counter_slices_everywhere=profile.release != "1.37",
+        all_mode_static_capacity=profile.release == "1.37",
         admin_access="AdminAccess" in features,
         prioritized_list="PrioritizedList" in features,
         capacity_requests_refused="ConsumableCapacity" not in features

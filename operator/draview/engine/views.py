@@ -75,10 +75,10 @@ def _has_fields(fs: FlatSlice) -> bool:
     return bool(s.node_name) or s.all_nodes or s.node_selector is not None
 
 
-def relevant(fs: FlatSlice, cand: Candidate) -> bool:
+def relevant(fs: FlatSlice, cand: Candidate, counters_everywhere: bool = True) -> bool:
     if fs.ignored:
         return False
-    if fs.counter_sets:
+    if fs.counter_sets and counters_everywhere:
         return True
     s = fs.slice
     if _has_fields(fs):
@@ -122,11 +122,16 @@ class Parser:
     the pool-wide parse of the newest slices, which is what almost every view needs: a
     pool of 1,000 MIG nodes would otherwise be parsed (and held) twice."""
 
-    def __init__(self, flat: Sequence[FlatSlice], partitionable: bool = True) -> None:
+    def __init__(
+        self, flat: Sequence[FlatSlice], partitionable: bool = True, everywhere: bool = True
+    ) -> None:
         self.flat = flat
         # Without partitionable devices buildPool checks device names only, and never
         # the slices that do not reach the node.
         self.partitionable = partitionable
+        # counter_slices_everywhere (engine/rules.py): where it is off, the counter
+        # slices of the rest of the pool are counter sources like the node's own.
+        self.everywhere = everywhere
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
 
     @staticmethod
@@ -146,6 +151,10 @@ class Parser:
     def __call__(self, view: Sequence[int], others: Sequence[int]) -> ParsedPool:
         if not self.partitionable:
             return self._names_only(view)
+        if not self.everywhere and others:
+            flat = self.flat
+            view = [*view, *(i for i in others if flat[i].counter_sets)]
+            others = [i for i in others if not flat[i].counter_sets]
         key = self.key(self.flat, view, others)
         found = self.done.get(key)
         if found is None and not key[1]:
@@ -200,7 +209,13 @@ def _view(
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
     stale = tuple(i for i in rel if flat[i].slice.pool.generation != generation)
-    local = [i for i in view if flat[i].slice.node_name and not flat[i].counter_sets]
+    # The scheduler hands GatherPools the node's own slices (by nodeName) first; until
+    # 1.37 slices with counter sets were among the shared ones whatever their nodeName.
+    local = [
+        i
+        for i in view
+        if flat[i].slice.node_name and not (flat[i].counter_sets and parse.everywhere)
+    ]
     counts = sorted({flat[i].slice.pool.resource_slice_count for i in (local or view)})
     targets: list[tuple[int, int]] = []
     for i in view:
@@ -230,8 +245,9 @@ def build_views(
 ) -> list[View]:
     """One view per distinct set of slices (and per-device matches) that reaches a node."""
     groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]]], list[str | None]] = {}
+    parse = parse or Parser(flat)
     for cand in candidates(flat, nodes):
-        rel = tuple(i for i, fs in enumerate(flat) if relevant(fs, cand))
+        rel = tuple(i for i, fs in enumerate(flat) if relevant(fs, cand, parse.everywhere))
         if not rel:
             continue
         # A view without devices still counts: GatherPools lists the pool, and a
@@ -244,7 +260,6 @@ def build_views(
             if matches(d.node_name, d.all_nodes, d.node_selector, cand)
         )
         groups.setdefault((rel, reach), []).append(cand.name)
-    parse = parse or Parser(flat)
     return [_view(flat, rel, reach, names, parse) for (rel, reach), names in groups.items()]
 
 
@@ -252,7 +267,11 @@ def bystander(
     flat: Sequence[FlatSlice], parse: Parser | None = None
 ) -> tuple[tuple[Outcome, ...], tuple[tuple[int, int], ...]]:
     """What a node that reaches only the pool's counter slices gets from GatherPools:
-    the outcomes, and the slices it may meet first (as View.first)."""
+    the outcomes, and the slices it may meet first (as View.first). From 1.37 counter
+    slices reach only the nodes they select, so there is no such node."""
+    parse = parse or Parser(flat)
+    if not parse.everywhere:
+        return (), ()
     rel = [i for i, fs in enumerate(flat) if fs.counter_sets]
     if not rel:
         return (), ()

@@ -41,13 +41,15 @@ def _once(
     cel: CelEngine,
     which: Mapping[tuple[str, str], Assignment],
     budget: int,
+    profile_rules: Rules = ALL_ON,
 ) -> Allocatability:
     fits: list[str] = []
     unknown = False
     for node in nodes:
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
-        search = NodeSearch(claim, classes, node_pools(node, index, rules, which), cel, budget)
+        pools = node_pools(node, index, rules, which)
+        search = NodeSearch(claim, classes, pools, cel, budget, profile_rules)
         try:
             outcome = search.run()
             budget = search.budget
@@ -111,6 +113,7 @@ def allocatable(
                 cel,
                 dict(zip(pools, combo, strict=True)),
                 budget,
+                profile_rules,
             )
         )
     kinds = {a.answer for a in answers}

@@ -22,6 +22,7 @@ from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.capacity import request_fits, taken
+from draview.engine.rules import ALL_ON, Rules
 from draview.engine.validate import CounterKey
 from draview.engine.verdict import counters_left
 from draview.explain.checks import untolerated
@@ -169,8 +170,10 @@ class NodeSearch:
         pools: Sequence[NodePool],
         cel: CelEngine,
         budget: int = 200_000,
+        rules: Rules = ALL_ON,
     ) -> None:
         self.claim = claim
+        self.rules = rules
         self.classes = classes
         self.pools = pools
         self.cel = cel
@@ -240,9 +243,12 @@ class NodeSearch:
                     for d in devices:
                         if not self._selectable(key, data, d):
                             continue
-                        fit = request_fits(
-                            d.device, data.capacities, pool.allocated.capacity.get(d.device.name)
+                        used = (
+                            None
+                            if self.rules.all_mode_static_capacity
+                            else pool.allocated.capacity.get(d.device.name)
                         )
+                        fit = request_fits(d.device, data.capacities, used)
                         if fit:
                             data.all_devices.append((d, pool))
             data.num = len(data.all_devices)
