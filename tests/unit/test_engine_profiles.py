@@ -110,7 +110,12 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "list_type_attributes",
     ]
     assert differences(make_profile("1.36")) == ["taint_rules", "list_type_attributes"]
-    assert differences(make_profile("1.37")) == ["list_type_attributes"]
+    # 1.37 reads counter slices per node and counts static capacity for "all".
+    assert differences(make_profile("1.37")) == [
+        "list_type_attributes",
+        "counter_slices_everywhere",
+        "all_mode_static_capacity",
+    ]
     assert "invalid_pool_is_node_local" in differences(make_profile("1.34"))
     assert differences(DEFAULT) == []
     assert make_profile("1.35").label() == "Kubernetes 1.35, default gates"

@@ -134,6 +134,11 @@ def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
     """Why the profile's allocator refuses the claim before looking at any device: a
     request uses a field its gates leave off (Allocate returns an error, the attempt is
     aborted)."""
+    for i, constraint in enumerate(claim.constraints):
+        if constraint.distinct_attribute and not constraint.match_attribute and not rules.shareable:
+            # The API server drops distinctAttribute while DRAConsumableCapacity is off,
+            # which leaves a constraint the allocator cannot read.
+            return f"constraint #{i} is empty: distinctAttribute needs DRAConsumableCapacity"
     for request in claim.requests:
         if request.prioritized and not rules.prioritized_list:
             return f"request {request.name} has firstAvailable, but DRAPrioritizedList is off"

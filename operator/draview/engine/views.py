@@ -272,7 +272,7 @@ def bystander(
     parse = parse or Parser(flat)
     if not parse.everywhere:
         return (), ()
-    rel = [i for i, fs in enumerate(flat) if fs.counter_sets]
+    rel = [i for i, fs in enumerate(flat) if fs.counter_sets and not fs.ignored]
     if not rel:
         return (), ()
     generation = max(flat[i].slice.pool.generation for i in rel)
