@@ -106,6 +106,7 @@ class SliceStatusSpec(TypedDict):
 class ProfileStatus(TypedDict):
     kubernetesVersion: str
     allocator: str
+    mirrored: bool
     featureGates: dict[str, bool]
     source: str
 

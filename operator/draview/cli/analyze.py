@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             f"(allocator {profile.implementation})",
             file=sys.stderr,
         )
+    if (caveat := profile.caveat()) is not None:
+        print(f"draview analyze: warning: {caveat}", file=sys.stderr)
     options = EngineOptions(
         partition_attributes=tuple(args.partition_attribute),
         max_listed_allocations=args.max_allocations,

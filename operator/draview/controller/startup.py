@@ -51,6 +51,8 @@ async def cluster_profile(
     metrics.PROFILE.labels(
         kubernetes_version=profile.release, allocator=profile.implementation, gates=profile.source
     ).set(1)
+    if (caveat := profile.caveat()) is not None:
+        log.warning(caveat, extra={"server": server})
     log.info(
         "judging as %s",
         profile.label(),

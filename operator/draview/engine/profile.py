@@ -260,6 +260,23 @@ class Profile:
                 return feature in supported
         return False
 
+    @property
+    def mirrored(self) -> bool:
+        """Whether draview mirrors this release's allocator implementation (each such pair
+        is checked against that allocator by tests/fidelity/test_profiles.py). Where it
+        does not, the nearest release's rules for the same gates are used."""
+        return (self.release, self.implementation) in MIRRORED
+
+    def caveat(self) -> str | None:
+        """One line for users where the answers may differ from the scheduler's."""
+        if self.mirrored:
+            return None
+        return (
+            f"Kubernetes {self.release}'s allocator ({self.implementation}, as its scheduler "
+            "picks it for these gates) is not mirrored yet: the answers follow the nearest "
+            "mirrored release and may differ from that scheduler's"
+        )
+
     def label(self) -> str:
         """One phrase for output: 'Kubernetes 1.35, default gates' or with the changes."""
         changed = self.changed()
@@ -273,6 +290,16 @@ class Profile:
         per profile, shared by every pool (never mutated)."""
         return _status(self)
 
+
+# (release, implementation) pairs the engine mirrors; the rest get Profile.caveat().
+MIRRORED: Final = frozenset(
+    {
+        ("1.35", "incubating"),
+        ("1.36", "incubating"),
+        ("1.37", "incubating"),
+        ("1.37", "experimental"),
+    }
+)
 
 # The gates whose value changes what the allocator does (Features, the CEL environment,
 # the slice tracker); the rest are recorded nowhere.
@@ -300,6 +327,7 @@ def _status(profile: Profile) -> ProfileStatus:
     return {
         "kubernetesVersion": profile.release,
         "allocator": profile.implementation,
+        "mirrored": profile.mirrored,
         "featureGates": {n: v for n, v in profile.gate_values if n in MATTERS},
         "source": profile.source,
     }

@@ -194,6 +194,8 @@ class Source(Objects):
                 f"{self._profile.implementation}, gates: {self._profile.source})",
                 file=sys.stderr,
             )
+            if (caveat := self._profile.caveat()) is not None:
+                self._warn(caveat)
         return self._profile
 
     def slice_models(self) -> list[ResourceSlice]:
