@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lint test test-unit test-fidelity test-integration deploy-checks cluster cluster-down demo demo-down bench clean
+.PHONY: setup lint test test-unit test-fidelity test-integration test-matrix deploy-checks cluster cluster-down demo demo-down bench clean
 
 setup:
 	$(PIP) install -q -e '.[test]'
@@ -32,7 +32,18 @@ test-integration: setup deploy-checks
 	e2e/cluster/build
 	$(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/integration tests/integration e2e/tests
 
-test: lint test-unit test-fidelity test-integration
+# The live smoke (tests/matrix) on a control plane of each supported release in turn,
+# each built from its own Go modules (e2e/releases) and cached apart.
+MATRIX_RELEASES ?= 1.34 1.35 1.36 1.37
+test-matrix: setup
+	@for r in $(MATRIX_RELEASES); do \
+	  echo "== Kubernetes $$r"; \
+	  e2e/cluster/build $$r >/dev/null || exit 1; \
+	  DRAVIEW_K8S_VERSION=$$r $(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/matrix \
+	    tests/matrix || exit 1; \
+	done
+
+test: lint test-unit test-fidelity test-integration test-matrix
 
 cluster:
 	e2e/cluster/build
@@ -55,7 +66,7 @@ DEMO_EXAMPLES = gpus mig-a100 tpu-multihost shareable-nic taints driver-update
 demo: setup
 	e2e/cluster/build
 	e2e/cluster/up | tail -1 > .demo-env
-	. ./.demo-env && K=$$(ls -d $$HOME/.cache/draview-cluster/v*/bin)/kubectl && \
+	. ./.demo-env && K=$$(e2e/cluster/build | tail -1)/kubectl && \
 	  $$K apply -k deploy/crds && \
 	  $$K wait --for=condition=Established --timeout=60s crd/resourceslicestatuses.draview.io crd/resourcepoolstatuses.draview.io && \
 	  { nohup draview run --leader-elect=false --port 18080 --log-format text > demo-operator.log 2>&1 & echo $$! > .demo-operator.pid; } && \

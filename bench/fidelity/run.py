@@ -1,6 +1,7 @@
 """Agreement between draview and the real allocator on many random worlds.
 
     python bench/fidelity/run.py --worlds 10000 [--start 0] [--json out.json]
+        [--kubernetes-version 1.35 [--all-gates]]
 
 Every device of every world (tests/fidelity/worldgen.py) is probed with the allocator
 library (e2e/oracle) and compared with draview's state; devices whose answer depends on
@@ -31,6 +32,9 @@ from tests.fidelity.harness import (
 from tests.fidelity.oracle import Oracle
 from tests.fidelity.worldgen import generate
 
+from draview.engine.model import EngineOptions
+from draview.engine.profile import DEFAULT, all_gates_on, make_profile, parse_release
+
 BATCH = 200
 
 
@@ -42,23 +46,39 @@ def main() -> int:
     ap.add_argument(
         "--claims", action="store_true", help="also every pending claim (`why`) and partition"
     )
+    ap.add_argument(
+        "--kubernetes-version",
+        help="judge as this release's scheduler, asked of that release's allocator "
+        "(default: draview's default profile)",
+    )
+    ap.add_argument(
+        "--all-gates", action="store_true", help="with every DRA gate on, not the defaults"
+    )
     args = ap.parse_args()
+    if args.kubernetes_version:
+        release = parse_release(args.kubernetes_version)
+        profile = all_gates_on(release) if args.all_gates else make_profile(release)
+    else:
+        profile = DEFAULT
     started = time.monotonic()
     totals: Counter[str] = Counter()
     states: Counter[str] = Counter()
     examples: list[str] = []
-    with Oracle() as oracle:
+    with Oracle(profile=profile) as oracle:
         for first in range(args.start, args.start + args.worlds, BATCH):
             seeds = range(first, min(first + BATCH, args.start + args.worlds))
             worlds = [generate(s) for s in seeds]
-            answers = oracle.ask_many([device_case(str(w.seed), w.objects) for w in worlds])
+            answers = oracle.ask_many(
+                [device_case(str(w.seed), w.objects, profile) for w in worlds]
+            )
             for world, answer in zip(worlds, answers, strict=True):
                 totals["worlds"] += 1
                 totals["devices"] += len(answer["probes"])
-                for verdict, state, reason in engine_verdicts(world.objects).values():
+                verdicts = engine_verdicts(world.objects, EngineOptions(profile=profile))
+                for verdict, state, reason in verdicts.values():
                     states[f"{state}/{reason}" if reason else state] += 1
                     totals["order_dependent"] += verdict == "maybe"
-                diffs = compare_devices(world.objects, answer)
+                diffs = compare_devices(world.objects, answer, profile)
                 totals["disagreements"] += len(diffs)
                 totals["worlds_with_disagreements"] += bool(diffs)
                 examples.extend(f"seed {world.seed}: {d}" for d in diffs[: 3 - len(examples)])
@@ -67,7 +87,7 @@ def main() -> int:
                     [claims_case(str(w.seed), w.objects, w.pending) for w in worlds]
                 )
                 for world, answer in zip(worlds, answers, strict=True):
-                    cdiffs, unknown = compare_claims(world.objects, world.pending, answer)
+                    cdiffs, unknown = compare_claims(world.objects, world.pending, answer, profile)
                     totals["claims"] += len(answer["probes"])
                     totals["claims_order_dependent"] += sum(
                         reduce(p["nodes"]) == "maybe" for p in answer["probes"]
@@ -76,7 +96,8 @@ def main() -> int:
                     totals["claim_disagreements"] += len(cdiffs)
                     examples.extend(f"seed {world.seed}: {d}" for d in cdiffs[:1])
                 cases = [
-                    partition_case(str(w.seed), w.objects, w.partition_attributes) for w in worlds
+                    partition_case(str(w.seed), w.objects, w.partition_attributes, profile)
+                    for w in worlds
                 ]
                 answers = oracle.ask_many([case for case, _ in cases])
                 for world, (_, expect), answer in zip(worlds, cases, answers, strict=True):
@@ -85,6 +106,8 @@ def main() -> int:
                     totals["partition_disagreements"] += len(pdiffs)
                     examples.extend(f"seed {world.seed}: {d}" for d in pdiffs[:1])
     out = {
+        "profile": profile.label(),
+        "allocator": profile.implementation,
         **totals,
         "seconds": round(time.monotonic() - started, 1),
         "states": dict(states.most_common()),

@@ -3,10 +3,11 @@ in the cluster is what `draview analyze` computes from a dump of the same world.
 
 Compared per object: kind, name, labels, ownerReferences, spec and status. Ignored:
 server metadata (uid, resourceVersion, managedFields, creationTimestamp: the API
-server's, not draview's) and every condition's `lastTransitionTime` (in a pool's status
+server's, not draview's), every condition's `lastTransitionTime` (in a pool's status
 and in each slice's copy of it) — the operator keeps the time a condition took its
 status (possibly set by an earlier leader), while `analyze` stamps the moment it runs;
-both are right.
+both are right — and where the profile's gates came from (the operator reads them from
+the cluster, `analyze` is given the same ones as flags).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from draview.engine.profile import MATTERS, gates_from_metrics
 from kubecluster import KubeCluster
 
 # What `draview analyze` reads (the README's dump command) and what draview writes.
@@ -44,6 +46,8 @@ def _without_transition_times(value: Any) -> Any:
 def comparable(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     status = _without_transition_times(copy.deepcopy(obj.get("status") or {}))
+    if isinstance(status.get("profile"), dict):
+        status["profile"].pop("source", None)
     return {
         "labels": meta.get("labels") or {},
         "ownerReferences": meta.get("ownerReferences") or [],
@@ -86,10 +90,21 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
     return f"{path or '.'}: analyze {json.dumps(a)[:200]} != cluster {json.dumps(b)[:200]}"
 
 
-def differences(kubectl: Kubectl, *extra: str) -> list[str]:
+def profile_flags(kubectl: Kubectl) -> list[str]:
+    """`analyze` flags naming the cluster's own profile: its release and the DRA gates
+    its API server reports (what the operator reads itself)."""
+    version = json.loads(kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
+    gates = gates_from_metrics(kubectl("get", "--raw", "/metrics"))
+    named = ",".join(f"{n}={str(v).lower()}" for n, v in sorted(gates.items()) if n in MATTERS)
+    return ["--kubernetes-version", version, *(["--feature-gates", named] if named else [])]
+
+
+def differences(kubectl: Kubectl, *extra: str, flags: list[str] | None = None) -> list[str]:
     """Every way the cluster's draview objects differ from `analyze` of a dump taken just
-    before them (empty: converged). The world must not change meanwhile."""
-    want = analyzed(kubectl("get", WORLD, "-A", "-o", "json"), *extra)
+    before them (empty: converged), judged for the cluster's own profile. The world must
+    not change meanwhile."""
+    flags = profile_flags(kubectl) if flags is None else flags
+    want = analyzed(kubectl("get", WORLD, "-A", "-o", "json"), *flags, *extra)
     have = written(kubectl)
     out = [f"missing {k[0]}/{k[1]}" for k in sorted(want.keys() - have.keys())]
     out += [f"extra {k[0]}/{k[1]}" for k in sorted(have.keys() - want.keys())]
@@ -104,7 +119,8 @@ def differences(kubectl: Kubectl, *extra: str) -> list[str]:
 def assert_converges(k: KubeCluster, *extra: str, timeout: float = 60) -> None:
     """Poll until the cluster equals `analyze` of its dump; fail naming what differs."""
     deadline = time.monotonic() + timeout
-    while diffs := differences(k.check, *extra):
+    flags = profile_flags(k.check)
+    while diffs := differences(k.check, *extra, flags=flags):
         if time.monotonic() > deadline:
             shown = "\n".join(diffs[:20])
             raise AssertionError(f"{len(diffs)} differences from analyze:\n{shown}")

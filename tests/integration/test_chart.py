@@ -231,10 +231,14 @@ def test_rbac_is_least_privilege() -> None:
     granted = {
         (group, resource, verb)
         for rule in rules
+        if "nonResourceURLs" not in rule
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
+    # The API server's release and feature gates, read once at startup; nothing else.
+    urls = [r for r in rules if "nonResourceURLs" in r]
+    assert urls == [{"nonResourceURLs": ["/metrics", "/version"], "verbs": ["get"]}]
     dra = ("resourceslices", "resourceclaims", "devicetaintrules", "deviceclasses")
     own = ("resourceslicestatuses", "resourcepoolstatuses")
     expected = {("resource.k8s.io", r, v) for r in dra for v in ("get", "list", "watch")}
