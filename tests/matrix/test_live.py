@@ -27,8 +27,12 @@ from kubecluster import KubeCluster
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = ("--partition-attribute", "gpu.example.com/profile")
-# The examples an API server of every supported release accepts (with its DRA gates on).
+# The examples each release's API server accepts (its DRA gates on; e2e/load_examples.py
+# puts DeviceTaintRules in the version the server serves). 1.34 refuses the rest: taint
+# effect None (1.35+) and devices that consume counter sets defined in another slice of
+# the pool (the 1.35 layout).
 EXAMPLES = ["gpus", "shareable-nic", "taints", "driver-update", "mig-a100"]
+EXAMPLES_134 = ["gpus", "shareable-nic", "driver-update"]
 
 
 def default_release() -> str:
@@ -47,7 +51,8 @@ def live(
 ) -> Iterator[tuple[KubeCluster, Operator]]:
     k = kube_cluster
     k.apply_crds()
-    files = [str(ROOT / "examples" / f"{name}.yaml") for name in EXAMPLES]
+    names = EXAMPLES_134 if RELEASE == "1.34" else EXAMPLES
+    files = [str(ROOT / "examples" / f"{name}.yaml") for name in names]
     op = Operator(k.kubeconfig, ("--leader-elect", "false", *PARTITIONS))
     op.start(tmp_path_factory.mktemp("live"))
     try:
@@ -85,10 +90,14 @@ def test_the_operator_judges_with_the_clusters_own_profile(
     assert op.get("/readyz")[0] == 200
     assert f"judging as Kubernetes {RELEASE}" in op.logs(), op.logs()
     assert op.metric("draview_profile_info", kubernetes_version=RELEASE, gates="cluster") == 1
-    # Slices and claims are watched in resource.k8s.io/v1, which every supported release
-    # serves and prefers.
-    watching = [line for line in op.logs().splitlines() if "watching" in line]
-    assert watching and "'resourceslices': 'v1'" in watching[0], op.logs()
+    # Slices and claims in resource.k8s.io/v1, which every supported release serves and
+    # prefers; DeviceTaintRules in the version the release has.
+    watching = [line for line in op.logs().splitlines() if "msg=watching" in line]
+    assert watching, op.logs()
+    rules = {"1.34": "v1alpha3", "1.35": "v1alpha3", "1.36": "v1beta2", "1.37": "v1"}[RELEASE]
+    for plural, version in (("resourceslices", "v1"), ("resourceclaims", "v1")):
+        assert f'"{plural}": "{version}"' in watching[0], watching[0]
+    assert f'"devicetaintrules": "{rules}"' in watching[0], watching[0]
 
 
 def test_the_examples_converge_on_what_analyze_computes_for_that_release(
