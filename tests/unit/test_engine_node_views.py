@@ -6,6 +6,8 @@ from typing import Any
 from builders import claim, device, result, rslice
 from engine_helpers import pool, states
 
+from draview.engine.profile import all_gates_on, make_profile
+
 SETS = {"cs": {"memory": "40Gi"}}
 NODE = {"apiVersion": "v1", "kind": "Node"}
 
@@ -65,12 +67,15 @@ def test_a_stale_slice_stays_usable_where_the_newer_generation_does_not_reach() 
     assert states(r, "old")["gpu-0"] == ("Available", None)
 
 
-def test_a_share_without_consumed_capacity_debits_the_counters_again() -> None:
-    # The scheduler writes no consumedCapacity for a device without capacity; the
-    # allocator then checks its counters again for the next share: 30 + 30 > 40.
+def test_a_share_without_consumed_capacity_debits_the_counters_again_until_1_37() -> None:
+    # The scheduler writes no consumedCapacity for a device without capacity; the 1.36
+    # allocator then checks its counters again for the next share: 30 + 30 > 40. 1.37
+    # counts any share as the counters already debited.
     nic = device("nic", shareable=True, counters={"cs": {"memory": "30Gi"}})
-    r = pool(rslice("s", [nic], counter_sets=SETS), claim("x", result("nic", share="s1")))
+    world = (rslice("s", [nic], counter_sets=SETS), claim("x", result("nic", share="s1")))
+    r = pool(*world, profile=all_gates_on("1.36"))
     assert states(r)["nic"] == ("Unavailable", "CountersChargedPerShare")
+    assert states(pool(*world, profile=make_profile("1.37")))["nic"] == ("PartiallyAllocated", None)
     roomy = device("nic", shareable=True, counters={"cs": {"memory": "10Gi"}})
     r = pool(rslice("s", [roomy], counter_sets=SETS), claim("x", result("nic", share="s1")))
     assert states(r)["nic"] == ("PartiallyAllocated", None)

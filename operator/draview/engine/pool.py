@@ -36,7 +36,7 @@ from draview.engine.nodeviews import Summary as NodeViews
 from draview.engine.nodeviews import as_condition, summarize, unreachable_devices
 from draview.engine.partitions import PartitionInput, partitions
 from draview.engine.pools import PoolSlices, gather_pool
-from draview.engine.rules import ALL_ON, Rules, project, rules_for
+from draview.engine.rules import DEFAULT_RULES, Rules, project, rules_for
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
@@ -134,7 +134,9 @@ class _PoolComputation:
         self.rules = rules
         self.options = options
         self.alloc = AllocatedState.of(
-            (r for refs in by_device.values() for r in refs), prepared.rules.shareable
+            (r for refs in by_device.values() for r in refs),
+            prepared.rules.shareable,
+            prepared.rules.shares_debit_once,
         )
         self.in_use = {n for n in by_device if self.alloc.used(n)}
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
@@ -286,7 +288,7 @@ class PreparedPool:
     bystander_first: tuple[tuple[int, int], ...]
     slice_errors: tuple[str, ...]
     node_views: NodeViews  # the ConsistentAcrossNodes condition, but for its times
-    rules: Rules = ALL_ON  # the profile's rules the slices were read with
+    rules: Rules = DEFAULT_RULES  # the profile's rules the slices were read with
 
     def serves(
         self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None, rules: Rules
@@ -317,7 +319,7 @@ def prepare_pool(
     key: PoolKey,
     slices: Sequence[ResourceSlice],
     nodes: Sequence[NodeInfo] | None = None,
-    rules: Rules = ALL_ON,
+    rules: Rules = DEFAULT_RULES,
 ) -> PreparedPool:
     """`rules`: the profile's (engine/rules.py); devices are read as that scheduler reads
     them (project), so everything after mirrors its allocator."""

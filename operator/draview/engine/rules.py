@@ -14,7 +14,7 @@ from typing import Final
 
 from draview.api.claims import ResourceClaim
 from draview.engine.flatten import FlatSlice
-from draview.engine.profile import Profile
+from draview.engine.profile import DEFAULT, Profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,10 @@ class Rules:
     # for the nodes they select, and the rest of the pool's counter slices join when the
     # node's view looks incomplete.
     counter_slices_everywhere: bool = True
+    # A share of a device whose results carry no consumedCapacity also counts as its
+    # counters being debited (1.37 fixed deviceCapacityInUse); until 1.36 the counters were
+    # charged again for every such share.
+    shares_debit_once: bool = False
     # allocationMode All leaves out devices whose capacity cannot take the request given
     # what is already consumed (until 1.36); from 1.37 only the static capacity counts, so
     # a device with too little left makes the whole request fail.
@@ -48,8 +52,9 @@ class Rules:
     capacity_requests_refused: bool = False
 
 
-# Every gate on: the rules of the local control plane and of DEFAULT.
-ALL_ON: Final = Rules()
+# The rules docs/semantics.md describes (1.36 with every gate on); `differences` is
+# measured from them.
+REFERENCE: Final = Rules()
 
 # name -> (what it says, when it holds, read from)
 TABLE: Final[dict[str, tuple[str, str, str]]] = {
@@ -84,6 +89,12 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "select, the others joining when a node's view looks incomplete",
         "1.34-1.36 (1.37 changed GatherPools and the slices handed to it)",
         "structured/internal/*/pools_*.go: GatherPools, buildPool; allocator_*.go: Allocate",
+    ),
+    "shares_debit_once": (
+        "a share without consumedCapacity marks its device's counters as debited, so "
+        "further shares skip the counter check",
+        "1.37 (until 1.36 every such share charged the counters again: CountersChargedPerShare)",
+        "structured/internal/*/allocator_*.go: deviceCapacityInUse",
     ),
     "all_mode_static_capacity": (
         "allocationMode All counts every matching device whose static capacity takes the "
@@ -123,6 +134,7 @@ def rules_for(profile: Profile) -> Rules:
         list_type_attributes=profile.gate("DRAListTypeAttributes"),
         counter_slices_everywhere=profile.release != "1.37",
         all_mode_static_capacity=profile.release == "1.37",
+        shares_debit_once=profile.release == "1.37",
         admin_access="AdminAccess" in features,
         prioritized_list="PrioritizedList" in features,
         capacity_requests_refused="ConsumableCapacity" not in features
@@ -169,9 +181,13 @@ def as_read(claim: ResourceClaim, rules: Rules) -> ResourceClaim:
 
 
 def differences(profile: Profile) -> list[str]:
-    """The rules where the profile's allocator departs from one with every gate on."""
-    rules, full = rules_for(profile), ALL_ON
+    """The rules where the profile's allocator departs from 1.36's with every gate on."""
+    rules, full = rules_for(profile), REFERENCE
     return [f.name for f in fields(Rules) if getattr(rules, f.name) != getattr(full, f.name)]
+
+
+# The rules of the default profile: what the engine judges with unless told otherwise.
+DEFAULT_RULES: Final = rules_for(DEFAULT)
 
 
 def project(fs: FlatSlice, rules: Rules) -> FlatSlice:

@@ -53,10 +53,18 @@ class AllocatedState:
     shared: set[str] = field(default_factory=set)  # results with a shareID
     # consumedCapacity of shared results, summed; only results that carry some
     capacity: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+    # Shareable devices whose counters a share already debited, so another share skips
+    # the counter check (deviceCapacityInUse): until 1.36 only shares that carry
+    # consumedCapacity count; from 1.37 every share (rules.shares_debit_once).
+    debited: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, refs: Iterable[AllocRef], shareable: bool = True) -> AllocatedState:
-        """shareable False (DRAConsumableCapacity off): every share is a whole allocation."""
+    def of(
+        cls, refs: Iterable[AllocRef], shareable: bool = True, shares_debit_once: bool = False
+    ) -> AllocatedState:
+        """shareable False (DRAConsumableCapacity off): every share is a whole allocation.
+        shares_debit_once: a share without consumedCapacity also marks its device's
+        counters as debited (1.37)."""
         st = cls()
         for r in refs:
             if r.admin_access:
@@ -65,7 +73,10 @@ class AllocatedState:
                 st.dedicated.add(r.device)
                 continue
             st.shared.add(r.device)
+            if shares_debit_once:
+                st.debited.add(r.device)
             if r.consumed:
+                st.debited.add(r.device)
                 into = st.capacity.setdefault(r.device, {})
                 for name, text in r.consumed:
                     q = try_parse_quantity(text)
@@ -108,6 +119,7 @@ class ViewCheck:
         """Why this view refuses each device (None: it would hand it out). One loop over
         a view's devices with everything hoisted: it runs per device per claim change."""
         dedicated, shared, used_capacity = state.dedicated, state.shared, state.capacity
+        debited = state.debited
         left = self.left
         # What each device debits (`ParsedPool.needs`), looked up without a call.
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
@@ -140,7 +152,7 @@ class ViewCheck:
             if dev.consumes_counters and not partitionable:
                 append("PartitionableDevicesDisabled")
                 continue
-            if dev.consumes_counters and not (multi and name in used_capacity):
+            if dev.consumes_counters and not (multi and name in debited):
                 short = False
                 for key, q in summed.get(name) or consumption.get(name) or ():
                     have = left.get(key)

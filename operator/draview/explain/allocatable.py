@@ -16,7 +16,7 @@ from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import CelEngine
 from draview.engine.pool import PoolResult
 from draview.engine.profile import Profile
-from draview.engine.rules import ALL_ON, Rules, as_read, refusal, rules_for
+from draview.engine.rules import DEFAULT_RULES, Rules, as_read, refusal, rules_for
 from draview.explain.gather import Assignment, GatherIndex, ambiguous, node_pools
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
 
@@ -41,7 +41,7 @@ def _once(
     cel: CelEngine,
     which: Mapping[tuple[str, str], Assignment],
     budget: int,
-    profile_rules: Rules = ALL_ON,
+    profile_rules: Rules = DEFAULT_RULES,
 ) -> Allocatability:
     fits: list[str] = []
     unknown = False
@@ -72,7 +72,7 @@ def _judged_with(results: Sequence[PoolResult]) -> Rules:
     for r in results:
         if r.prepared is not None:
             return r.prepared.rules
-    return ALL_ON
+    return DEFAULT_RULES
 
 
 def allocatable(

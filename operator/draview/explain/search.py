@@ -22,7 +22,7 @@ from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.capacity import request_fits, taken
-from draview.engine.rules import ALL_ON, Rules
+from draview.engine.rules import DEFAULT_RULES, Rules
 from draview.engine.validate import CounterKey
 from draview.engine.verdict import counters_left
 from draview.explain.checks import untolerated
@@ -170,7 +170,7 @@ class NodeSearch:
         pools: Sequence[NodePool],
         cel: CelEngine,
         budget: int = 200_000,
-        rules: Rules = ALL_ON,
+        rules: Rules = DEFAULT_RULES,
     ) -> None:
         self.claim = claim
         self.rules = rules
@@ -380,7 +380,7 @@ class NodeSearch:
 
         if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
             return None  # the profile's allocator has partitionable devices off
-        in_use = d.device.name in pool.allocated.capacity or self.shares.get(d.id, 0) > 0
+        in_use = d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
         if dev.consumes_counters and not (multi and in_use):
             if not self.counters.reserve(d, pool):
                 return None
