@@ -6,8 +6,6 @@ package main
 // CEL cache in pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go of v1.35.x).
 
 import (
-	"errors"
-
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
@@ -28,9 +26,3 @@ func allocatorFeatures(g gateSet) structured.Features {
 func celFeatures(g gateSet) cel.Features {
 	return cel.Features{EnableConsumableCapacity: g.on("DRAConsumableCapacity")}
 }
-
-// taintRulesApplied: since 1.35 the slice tracker applies DeviceTaintRules with DRADeviceTaintRules.
-func taintRulesApplied(g gateSet) bool { return g.on("DRADeviceTaintRules") }
-
-// nodeLocal: Filter treats errors wrapping ErrFailedAllocationOnNode as this node's only.
-func nodeLocal(err error) bool { return errors.Is(err, structured.ErrFailedAllocationOnNode) }

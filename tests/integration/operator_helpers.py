@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from kubecluster import KubeCluster
@@ -112,3 +116,17 @@ def device_states(k: KubeCluster, name: str) -> dict[str, tuple[str, str | None]
 
 def wait_states(k: KubeCluster, name: str, want: dict[str, tuple[str, str | None]]) -> None:
     k.wait_for(f"{name} states {want}", lambda: device_states(k, name) == want or None, timeout=30)
+
+
+def load_examples(k: KubeCluster, files: list[str]) -> None:
+    """Apply example files with e2e/load_examples.py (objects, then claims' allocations
+    through the status subresource)."""
+    script = Path(__file__).resolve().parents[2] / "e2e" / "load_examples.py"
+    load = subprocess.run(
+        [sys.executable, str(script), "--kubectl", k.kubectl, *files],
+        env={**os.environ, "KUBECONFIG": k.kubeconfig},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert load.returncode == 0, load.stderr

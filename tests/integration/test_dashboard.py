@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from operator_helpers import load_examples
 from operator_proc import ROOT, Operator, free_port
 
 from kubecluster import KubeCluster
@@ -199,20 +199,7 @@ def world(
     try:
         op.wait_ready()
         prom = Prometheus(prometheus_binary(), workdir, op.port)
-        load = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "e2e" / "load_examples.py"),
-                "--kubectl",
-                k.kubectl,
-                *files,
-            ],
-            env={**os.environ, "KUBECONFIG": k.kubeconfig},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert load.returncode == 0, load.stderr
+        load_examples(k, files)
         prom.wait("a scrape of the operator",
                   lambda: prom.query('up{job="draview"} == 1'))  # fmt: skip
         prom.wait("the leader's pool gauges and counters",

@@ -52,6 +52,28 @@ class Identity:
         return answer == "yes"
 
 
+def one_slice(name: str, devices: int = 1, **where: Any) -> dict[str, Any]:
+    """A one-slice pool of `devices` devices, placed by `where` (nodeName, allNodes...)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "rbac.draview.io",
+            **where,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"dev-{i}"} for i in range(devices)],
+        },
+    }
+
+
+def operator_as(ident: Identity, name: str, tmp_path: Path) -> Operator:
+    """The operator started with the identity's token, its Lease in the identity's namespace."""
+    return Operator(
+        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
+    ).start(tmp_path)
+
+
 def token_kubeconfig(k: KubeCluster, namespace: str, sa: str, path: Path) -> Path:
     """A kubeconfig for the ServiceAccount: the cluster's server and CA, a bound token."""
     raw = json.loads(k.check("config", "view", "--raw", "--minify", "-o", "json"))
@@ -159,20 +181,8 @@ def test_operator_does_its_job_with_only_the_chart_rbac(
     ident, k = chart_identity, chart_identity.k
     name = f"rbac-{uuid.uuid4().hex[:6]}"
     driver = "rbac.draview.io"
-    rslice: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "nodeName": "node-1",
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"dev-{i}"} for i in range(3)],
-        },
-    }
-    op = Operator(
-        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
-    ).start(tmp_path)
+    rslice = one_slice(name, 3, nodeName="node-1")
+    op = operator_as(ident, name, tmp_path)
     try:
         op.wait_ready(timeout=90)
         assert "missing permissions" not in op.logs(), op.logs()
@@ -274,20 +284,8 @@ def test_without_node_rbac_the_operator_judges_from_assumed_nodes(
     ident, k = identity_without_nodes, identity_without_nodes.k
     assert not ident.can("list", "nodes")
     name = f"rbac-{uuid.uuid4().hex[:6]}"
-    rslice: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": "rbac.draview.io",
-            "allNodes": True,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "dev-0"}],
-        },
-    }
-    op = Operator(
-        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
-    ).start(tmp_path)
+    rslice = one_slice(name, allNodes=True)
+    op = operator_as(ident, name, tmp_path)
     try:
         op.wait_ready(timeout=90)
         assert "cannot watch Nodes" in op.logs(), op.logs()
@@ -362,20 +360,8 @@ def test_without_the_metrics_rule_the_release_defaults_are_used_and_said(
     ident, k = identity_without_metrics, identity_without_metrics.k
     assert ident.as_sa.run("get", "--raw", "/metrics").returncode != 0
     name = f"rbac-{uuid.uuid4().hex[:6]}"
-    rslice: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": "rbac.draview.io",
-            "nodeName": "node-1",
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "dev-0"}],
-        },
-    }
-    op = Operator(
-        str(ident.kubeconfig), ("--lease-namespace", ident.namespace, "--lease-name", name)
-    ).start(tmp_path)
+    rslice = one_slice(name, nodeName="node-1")
+    op = operator_as(ident, name, tmp_path)
     try:
         op.wait_ready(timeout=90)
         logs = op.logs()

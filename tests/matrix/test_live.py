@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from analyzed import assert_converges
-from operator_helpers import allocate, rslice, uniq, wait_states
+from operator_helpers import allocate, load_examples, rslice, uniq, wait_states
 from operator_proc import Operator
 
 from draview.engine.profile import parse_release
@@ -57,20 +55,7 @@ def live(
     op.start(tmp_path_factory.mktemp("live"))
     try:
         op.wait_ready(timeout=90)
-        load = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "e2e" / "load_examples.py"),
-                "--kubectl",
-                k.kubectl,
-                *files,
-            ],
-            env={**os.environ, "KUBECONFIG": k.kubeconfig},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert load.returncode == 0, load.stderr
+        load_examples(k, files)
         yield k, op
     finally:
         code = op.stop()
