@@ -10,8 +10,7 @@ from draview.engine.profile import DEFAULT, RELEASES, Profile, make_profile, par
 
 HELP_VERSION = (
     f"judge as the scheduler of this Kubernetes release ({', '.join(RELEASES)}) with its "
-    f"default feature gates (default: {DEFAULT.release} with every DRA gate on, as the "
-    "local control plane runs"
+    f"default feature gates (default: {DEFAULT.release} with its default gates"
 )
 
 
@@ -46,7 +45,7 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     if version:
         return make_profile(version, gates, "flags" if gates else "defaults")
     if gates:
-        # Over the default profile's gates: every DRA gate on, then these.
+        # Over the default profile's gates.
         base = dict(DEFAULT.gate_values)
         base.update(gates)
         return make_profile(DEFAULT.release, base, "flags")

@@ -358,9 +358,9 @@ def all_gates_on(release: str) -> Profile:
     return make_profile(release, {n: True for n in _GATES[release]}, "all gates", strict=False)
 
 
-# What draview judges with unless told otherwise: the newest release with every DRA gate
-# on, as the local control plane (e2e/releases' default) runs it.
-DEFAULT: Final = all_gates_on(NEWEST)
+# What draview judges with unless told otherwise: the newest release with its default
+# gates, as a cluster of that release runs unless its operators changed them.
+DEFAULT: Final = make_profile(NEWEST)
 
 
 _METRIC = re.compile(r"^kubernetes_feature_enabled\{([^}]*)\}\s+(\S+)", re.MULTILINE)
