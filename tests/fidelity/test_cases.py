@@ -16,12 +16,14 @@ from tests.fidelity.harness import (
 )
 from tests.fidelity.oracle import Oracle
 
+from draview.engine.profile import DEFAULT
+
 CASES = all_cases()
 
 
 @pytest.fixture(scope="module")
 def oracle() -> Iterator[Oracle]:
-    with Oracle() as o:
+    with Oracle(profile=DEFAULT) as o:
         yield o
 
 

@@ -26,6 +26,8 @@ from tests.fidelity.minimize import dump, minimize
 from tests.fidelity.oracle import Oracle
 from tests.fidelity.worldgen import World, generate
 
+from draview.engine.profile import DEFAULT
+
 # Enough seeds to meet every generator feature many times (test_worldgen checks how
 # often), within about a minute on the 2-core CI machine.
 SEEDS = range(int(os.environ.get("DRAVIEW_FIDELITY_SEEDS", "300")))
@@ -33,7 +35,8 @@ SEEDS = range(int(os.environ.get("DRAVIEW_FIDELITY_SEEDS", "300")))
 
 @pytest.fixture(scope="module")
 def oracle() -> Iterator[Oracle]:
-    with Oracle() as o:
+    # The default profile's release and gates, as the engine judges by default.
+    with Oracle(profile=DEFAULT) as o:
         yield o
 
 
