@@ -108,6 +108,7 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "partitionable",
         "shareable",
         "list_type_attributes",
+        "counters_by_pool_id",
     ]
     assert differences(make_profile("1.36")) == ["taint_rules", "list_type_attributes"]
     # 1.37 reads counter slices per node and counts static capacity for "all".
@@ -119,7 +120,7 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
     ]
     assert "invalid_pool_is_node_local" in differences(make_profile("1.34"))
     assert differences(all_gates_on("1.36")) == []
-    assert DEFAULT == make_profile("1.37")
+    assert make_profile("1.37") == DEFAULT
     assert make_profile("1.35").label() == "Kubernetes 1.35, default gates"
     assert make_profile("1.35", {"DRADeviceTaints": True}).label() == (
         "Kubernetes 1.35, gates DRADeviceTaints=true"

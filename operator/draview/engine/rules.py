@@ -40,6 +40,9 @@ class Rules:
     # counters being debited (1.37 fixed deviceCapacityInUse); until 1.36 the counters were
     # charged again for every such share.
     shares_debit_once: bool = False
+    # Within one Allocate call the counters a search takes are kept per (driver, pool)
+    # (1.36.6+, 1.37); before, per pool name, so equally named pools of two drivers shared.
+    counters_by_pool_id: bool = True
     # allocationMode All leaves out devices whose capacity cannot take the request given
     # what is already consumed (until 1.36); from 1.37 only the static capacity counts, so
     # a device with too little left makes the whole request fail.
@@ -96,6 +99,11 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "1.37 (until 1.36 every such share charged the counters again: CountersChargedPerShare)",
         "structured/internal/*/allocator_*.go: deviceCapacityInUse",
     ),
+    "counters_by_pool_id": (
+        "one Allocate call keeps the counters its search takes per driver and pool",
+        "1.36.6+ and 1.37 (the patch draview tracks; before, per pool name alone)",
+        "structured/internal/*/allocator_*.go: availableCounters, consumedCounters",
+    ),
     "all_mode_static_capacity": (
         "allocationMode All counts every matching device whose static capacity takes the "
         "request; one with too little left then fails the request",
@@ -135,6 +143,7 @@ def rules_for(profile: Profile) -> Rules:
         counter_slices_everywhere=profile.release != "1.37",
         all_mode_static_capacity=profile.release == "1.37",
         shares_debit_once=profile.release == "1.37",
+        counters_by_pool_id=profile.release in ("1.36", "1.37"),
         admin_access="AdminAccess" in features,
         prioritized_list="PrioritizedList" in features,
         capacity_requests_refused="ConsumableCapacity" not in features

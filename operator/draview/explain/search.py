@@ -183,7 +183,7 @@ class NodeSearch:
         self.allocating: set[tuple[str, str, str]] = set()
         self.shares: dict[tuple[str, str, str], int] = {}
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
-        self.counters = _Counters()
+        self.counters = _Counters(self.rules.counters_by_pool_id)
         self.results: list[SearchDevice] = []
         self.constraints = [_constraint(c) for c in claim.constraints]
 
@@ -423,16 +423,21 @@ class NodeSearch:
 
 
 class _Counters:
-    """Counters left and taken by one attempt, in nanos. The allocator caches both maps
-    under the pool's name alone, so two drivers with equally named pools share them
-    within one Allocate call."""
+    """Counters left and taken by one attempt, in nanos. Until 1.36.5 the allocator cached
+    both maps under the pool's name alone, so two drivers with equally named pools shared
+    them within one Allocate call; from 1.36.6 and in 1.37 under (driver, pool)
+    (rules.counters_by_pool_id)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_pool_id: bool) -> None:
+        self.by_pool_id = by_pool_id
         self.available: dict[str, dict[CounterKey, int]] = {}
         self.consumed: dict[str, dict[CounterKey, int]] = {}
 
+    def _key(self, pool: NodePool) -> str:
+        return f"{pool.driver}/{pool.pool}" if self.by_pool_id else pool.pool
+
     def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
-        name = pool.pool
+        name = self._key(pool)
         available = self.available.get(name)
         if available is None:
             available = counters_left(pool.parsed, pool.allocated) if pool.parsed else {}
@@ -448,6 +453,6 @@ class _Counters:
         return True
 
     def release(self, d: SearchDevice, pool: NodePool) -> None:
-        consumed = self.consumed[pool.pool]
+        consumed = self.consumed[self._key(pool)]
         for key, q in d.debits:
             consumed[key] -= q.nanos
