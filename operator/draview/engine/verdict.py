@@ -116,15 +116,12 @@ class ViewCheck:
         state: AllocatedState,
         composite_blocked: Callable[[Device], bool],
     ) -> list[str | None]:
-        """Why this view refuses each device (None: it would hand it out). One loop over
-        a view's devices with everything hoisted: it runs per device per claim change."""
+        """Why this view refuses each device (None: it would hand it out). One loop, every
+        lookup hoisted (debits too: `ParsedPool.needs`): it runs on every claim change."""
         dedicated, shared, used_capacity = state.dedicated, state.shared, state.capacity
-        debited = state.debited
-        left = self.left
-        # What each device debits (`ParsedPool.needs`), looked up without a call.
+        debited, left, overcommitted = state.debited, self.left, self.overcommitted
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
         policies, has_policy = self.parsed.policy_cache, self.parsed.has_policy
-        overcommitted = self.overcommitted
         partitionable = self.parsed.partitionable
         out: list[str | None] = []
         append = out.append
@@ -147,11 +144,10 @@ class ViewCheck:
             if tainted is not None and tainted[k]:
                 append("Tainted")
                 continue
-            # A share that already holds capacity skips the counter check (the counters
-            # were debited with the first share); any other device checks them all.
             if dev.consumes_counters and not partitionable:
                 append("PartitionableDevicesDisabled")
                 continue
+            # A share of a device already debited skips the check (AllocatedState.debited).
             if dev.consumes_counters and not (multi and name in debited):
                 short = False
                 for key, q in summed.get(name) or consumption.get(name) or ():
@@ -160,9 +156,7 @@ class ViewCheck:
                         short = True
                         break
                 if short:
-                    # Shares without consumedCapacity (what the scheduler writes for a
-                    # device without capacity) do not count as "already shared", so the
-                    # allocator charges the counters again for every share: upstream.
+                    # Until 1.37 a share without consumedCapacity is charged again.
                     per_share = multi and name in shared
                     append("CountersChargedPerShare" if per_share else "InsufficientSharedCapacity")
                     continue
