@@ -9,6 +9,7 @@ rule off, on small worlds.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from draview.engine.profile import (
     parse_gates,
     parse_release,
 )
-from draview.engine.rules import differences, rules_for
+from draview.engine.rules import TABLE, Rules, differences, rules_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,6 +126,11 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
     assert make_profile("1.35", {"DRADeviceTaints": True}).label() == (
         "Kubernetes 1.35, gates DRADeviceTaints=true"
     )
+
+
+def test_every_rule_has_its_row_in_the_table() -> None:
+    assert list(TABLE) == [f.name for f in fields(Rules)]
+    assert all(len(row) == 3 and all(row) for row in TABLE.values())
 
 
 def test_status_names_the_profile() -> None:

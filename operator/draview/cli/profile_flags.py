@@ -42,11 +42,7 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
     """The profile the flags name (ProfileError, one line, when they name none)."""
     version = getattr(args, "kubernetes_version", None)
     gates = parse_gates(getattr(args, "feature_gates", None) or "")
-    if version:
-        return make_profile(version, gates, "flags" if gates else "defaults")
-    if gates:
-        # Over the default profile's gates.
-        base = dict(DEFAULT.gate_values)
-        base.update(gates)
-        return make_profile(DEFAULT.release, base, "flags")
-    return DEFAULT
+    if not version and not gates:
+        return DEFAULT
+    # Gates go over the release's defaults: the named release's, else the default one's.
+    return make_profile(version or DEFAULT.release, gates, "flags" if gates else "defaults")

@@ -127,10 +127,9 @@ class RunSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _profile_flags(self) -> Self:
-        if self.feature_gates is not None:
-            parse_gates(self.feature_gates)  # ProfileError is a ValueError: one line
+        gates = parse_gates(self.feature_gates or "")  # ProfileError is a ValueError
         if self.kubernetes_version is not None:
-            make_profile(self.kubernetes_version, parse_gates(self.feature_gates or ""))
+            make_profile(self.kubernetes_version, gates)
         return self
 
     @model_validator(mode="after")

@@ -230,21 +230,22 @@ class Profile:
         on.update(name for name, enabled in pairs.items() if enabled)
         return frozenset(on)
 
-    @property
-    def implementation(self) -> str:
+    def _picked(self) -> tuple[str, frozenset[str]]:
+        """The implementation NewAllocator picks and the Features it supports."""
         wanted = self.features
         for name, supported in _IMPLEMENTATIONS[self.release]:
             if wanted <= supported:
-                return name
-        return "none"  # NewAllocator fails: no implementation supports these features
+                return name, supported
+        return "none", frozenset()  # NewAllocator fails: nothing supports these features
+
+    @property
+    def implementation(self) -> str:
+        return self._picked()[0]
 
     def supports(self, feature: str) -> bool:
         """Whether the implementation NewAllocator picks knows `feature` at all (one that
         does not simply ignores the fields the feature adds)."""
-        for name, supported in _IMPLEMENTATIONS[self.release]:
-            if name == self.implementation:
-                return feature in supported
-        return False
+        return feature in self._picked()[1]
 
     @property
     def mirrored(self) -> bool:

@@ -19,39 +19,21 @@ from draview.engine.profile import DEFAULT, Profile
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    # Device taints (own and from rules) block allocation unless tolerated.
+    """One flag per rule; the default is 1.36's with every gate on. What each rule says,
+    when it holds and where upstream it was read: TABLE (one row per field)."""
+
     taints: bool = True
-    # The scheduler's slice tracker adds the taints of DeviceTaintRules to devices.
     taint_rules: bool = True
-    # Devices may consume shared counters and select nodes per device.
     partitionable: bool = True
-    # allowMultipleAllocations and capacity requests are honoured (else every device is
-    # exclusive and a share counts as a whole allocation).
     shareable: bool = True
-    # An invalid pool fails only the node it is seen from (else the whole attempt).
     invalid_pool_is_node_local: bool = True
-    # CEL sees list-typed attributes.
     list_type_attributes: bool = True
-    # Slices with sharedCounters are gathered for every node (1.34-1.36); from 1.37 only
-    # for the nodes they select, and the rest of the pool's counter slices join when the
-    # node's view looks incomplete.
     counter_slices_everywhere: bool = True
-    # A share of a device whose results carry no consumedCapacity also counts as its
-    # counters being debited (1.37 fixed deviceCapacityInUse); until 1.36 the counters were
-    # charged again for every such share.
     shares_debit_once: bool = False
-    # Within one Allocate call the counters a search takes are kept per (driver, pool)
-    # (1.36.6+, 1.37); before, per pool name, so equally named pools of two drivers shared.
     counters_by_pool_id: bool = True
-    # allocationMode All leaves out devices whose capacity cannot take the request given
-    # what is already consumed (until 1.36); from 1.37 only the static capacity counts, so
-    # a device with too little left makes the whole request fail.
     all_mode_static_capacity: bool = False
-    # Requests may ask for admin access / name prioritized alternatives (firstAvailable).
     admin_access: bool = True
     prioritized_list: bool = True
-    # With sharing off: an implementation that knows consumable capacity refuses a
-    # request with capacity; one that does not (1.35's incubating) ignores it.
     capacity_requests_refused: bool = False
 
 
@@ -78,7 +60,8 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "structured/internal/*/pools_*.go: GatherPools; allocateDevice",
     ),
     "shareable": (
-        "allowMultipleAllocations makes a device shareable; results with a shareID are shares",
+        "allowMultipleAllocations makes a device shareable and results with a shareID are "
+        "shares (else every device is exclusive and a share holds it whole)",
         "Features.ConsumableCapacity (gate DRAConsumableCapacity; default on from 1.36)",
         "plugins/dynamicresources/dra_manager.go: GatherAllocatedState; allocateDevice",
     ),
@@ -86,6 +69,11 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "an invalid pool fails only the node whose view holds it",
         "1.35+ (ErrFailedAllocationOnNode); 1.34 aborts the scheduling attempt",
         "plugins/dynamicresources/dynamicresources.go: Filter",
+    ),
+    "list_type_attributes": (
+        "CEL selectors see list-typed attributes",
+        "gate DRAListTypeAttributes (1.36+, alpha)",
+        "plugins/dynamicresources/dynamicresources.go: cel.NewCache Features",
     ),
     "counter_slices_everywhere": (
         "slices with sharedCounters reach every node; from 1.37 only the nodes they "
@@ -120,10 +108,11 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "Features.PrioritizedList (gate DRAPrioritizedList; default on from 1.34)",
         "structured/internal/*/allocator_*.go: Allocate",
     ),
-    "list_type_attributes": (
-        "CEL selectors see list-typed attributes",
-        "gate DRAListTypeAttributes (1.36+, alpha)",
-        "plugins/dynamicresources/dynamicresources.go: cel.NewCache Features",
+    "capacity_requests_refused": (
+        "with sharing off, a request with capacity is refused (an implementation that does "
+        "not know consumable capacity, 1.35's incubating, ignores it instead)",
+        "ConsumableCapacity off in an implementation that supports it",
+        "structured/internal/*/allocator_*.go: Allocate",
     ),
 }
 

@@ -133,6 +133,7 @@ class Parser:
         # slices of the rest of the pool are counter sources like the node's own.
         self.everywhere = everywhere
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
+        self.names_done: dict[tuple[int, ...], ParsedPool] = {}
 
     @staticmethod
     def key(
@@ -172,12 +173,12 @@ class Parser:
         return found
 
     def _names_only(self, view: Sequence[int]) -> ParsedPool:
-        key = ((), tuple(view), (-1,))  # -1: never a real index, so never a shared key
-        found = self.done.get(key)
+        key = tuple(view)
+        found = self.names_done.get(key)
         if found is None:
             parsed = parse_pool([], [self.flat[i] for i in view])
             names = [e for e in parsed.errors if e.startswith("DuplicateDevice:")]
-            found = self.done[key] = replace(parsed, errors=names, partitionable=False)
+            found = self.names_done[key] = replace(parsed, errors=names, partitionable=False)
         return found
 
 

@@ -185,8 +185,8 @@ class Source(Objects):
         """Whose scheduler to mirror: the flags', else a live cluster's own, else the
         default. Said once on stderr, since the answer depends on it."""
         if self._profile is None:
-            live = self.kubectl is not None and not self.offline
-            self._profile = self.kubectl.cluster_profile() if self.kubectl and live else DEFAULT
+            kubectl = None if self.offline else self.kubectl
+            self._profile = kubectl.cluster_profile() if kubectl is not None else DEFAULT
         if not self._profile_said and self._profile is not DEFAULT:
             self._profile_said = True
             print(
