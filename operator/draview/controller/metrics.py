@@ -6,10 +6,14 @@ device or claim name.
 
 from __future__ import annotations
 
-import contextlib
+import math
+from array import array
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from draview.engine.pool import PoolResult
 from draview.quantity import parse_quantity
@@ -64,29 +68,112 @@ NODES_WATCHED = Gauge(
     "1 while Nodes are watched; 0: pools that select nodes are judged from assumed nodes",
 )
 
-POOL_DEVICES = Gauge(
-    "draview_pool_devices",
-    "Current devices of a pool by state",
-    ["driver", "pool", "node", "state"],
-)
-POOL_COUNTER = Gauge(
-    "draview_pool_counter",
-    "Shared counters of a pool: total, consumed, available",
-    ["driver", "pool", "counter_set", "counter", "kind"],
-)
-POOL_CAPACITY = Gauge(
-    "draview_pool_capacity",
-    "Consumable capacity of a pool's shareable devices: total, allocated, available",
-    ["driver", "pool", "capacity", "kind"],
-)
-POOL_COMPLETE = Gauge(
-    "draview_pool_complete", "1 when every slice is published", ["driver", "pool"]
-)
-POOL_VALID = Gauge(
-    "draview_pool_valid", "1 when the pool has no validation errors", ["driver", "pool"]
-)
 
-_series: dict[tuple[str, str], list[tuple[Gauge, tuple[str, ...]]]] = {}
+class PoolSeries:
+    """One pool's dashboard figures, as numbers: a few hundred bytes, where prometheus
+    client children (one object per series) cost about 1 KB a series and a MIG pool has
+    hundreds of series. The series are made from these at scrape time (PoolCollector).
+    Label-name tuples are shared between pools of the same layout."""
+
+    __slots__ = (
+        "capacities",
+        "capacity_values",
+        "complete",
+        "counter_values",
+        "counters",
+        "counts",
+        "node",
+        "states",
+        "valid",
+    )
+
+    def __init__(self, result: PoolResult) -> None:
+        status = result.status
+        self.node = result.node_name or ""
+        self.states = _shared(tuple(result.states))
+        self.counts = tuple(result.states.values())
+        names: list[tuple[str, str]] = []
+        values = array("d")
+        for cs in status.get("counterSets", []):
+            for name, usage in cs["counters"].items():
+                names.append((cs["name"], name))
+                values.extend(
+                    _num(q) for q in (usage["total"], usage["consumed"], usage["available"])
+                )
+        self.counters, self.counter_values = _shared(tuple(names)), values
+        summary: dict[str, Any] = dict(status["summary"])
+        totals = summary.get("totalCapacity", {})
+        self.capacities = _shared(tuple(totals))
+        self.capacity_values = array("d")
+        for name in self.capacities:
+            for field in ("totalCapacity", "allocatedCapacity", "availableCapacity"):
+                q = summary.get(field, {}).get(name)
+                self.capacity_values.append(_num(q) if q is not None else math.nan)
+        conds = {c["type"]: c["status"] == "True" for c in status["conditions"]}
+        self.complete = conds.get("Complete", False)
+        self.valid = conds.get("Valid", False)
+
+
+KINDS = ("total", "consumed", "available")
+CAPACITY_KINDS = ("total", "allocated", "available")
+_SHARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _shared(names: tuple[Any, ...]) -> tuple[Any, ...]:
+    return _SHARED.setdefault(names, names)
+
+
+class PoolCollector(Collector):
+    """draview_pool_* series of every pool, made when Prometheus scrapes."""
+
+    def __init__(self) -> None:
+        self.pools: dict[tuple[str, str], PoolSeries] = {}
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, labels=["driver", "pool", *labels])
+
+        return (
+            family("draview_pool_devices", "Current devices of a pool by state", ["node", "state"]),
+            family(
+                "draview_pool_counter",
+                "Shared counters of a pool: total, consumed, available",
+                ["counter_set", "counter", "kind"],
+            ),
+            family(
+                "draview_pool_capacity",
+                "Consumable capacity of a pool's shareable devices: total, allocated, available",
+                ["capacity", "kind"],
+            ),
+            family("draview_pool_complete", "1 when every slice is published", []),
+            family("draview_pool_valid", "1 when the pool has no validation errors", []),
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        devices, counter, capacity, complete, valid = self._families()
+        for (driver, pool), s in list(self.pools.items()):
+            for state, n in zip(s.states, s.counts, strict=True):
+                devices.add_metric([driver, pool, s.node, state], n)
+            values = iter(s.counter_values)
+            for counter_set, name in s.counters:
+                for kind in KINDS:
+                    counter.add_metric([driver, pool, counter_set, name, kind], next(values))
+            values = iter(s.capacity_values)
+            for name in s.capacities:
+                for kind in CAPACITY_KINDS:
+                    v = next(values)
+                    if not math.isnan(v):
+                        capacity.add_metric([driver, pool, name, kind], v)
+            complete.add_metric([driver, pool], float(s.complete))
+            valid.add_metric([driver, pool], float(s.valid))
+        return iter((devices, counter, capacity, complete, valid))
+
+
+POOLS = PoolCollector()
+REGISTRY.register(POOLS)
 
 
 def _num(text: str) -> float:
@@ -94,40 +181,12 @@ def _num(text: str) -> float:
 
 
 def forget_pool(key: tuple[str, str]) -> None:
-    for gauge, labels in _series.pop(key, []):
-        with contextlib.suppress(KeyError):
-            gauge.remove(*labels)
+    POOLS.pools.pop(key, None)
 
 
 def record_pool(result: PoolResult, new_errors: list[str]) -> None:
-    """Replace the pool's series so that vanished counters or states do not linger."""
-    forget_pool(result.key)
+    """Replace the pool's figures, so that vanished counters or states do not linger."""
     driver, pool = result.key
-    series: list[tuple[Gauge, tuple[str, ...]]] = []
-
-    def put(gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
-        gauge.labels(*labels).set(value)
-        series.append((gauge, labels))
-
-    node = result.node_name or ""
-    for state, n in result.states.items():
-        put(POOL_DEVICES, (driver, pool, node, state), n)
-    status = result.status
-    for cs in status.get("counterSets", []):
-        for name, usage in cs["counters"].items():
-            for kind in ("total", "consumed", "available"):
-                put(POOL_COUNTER, (driver, pool, cs["name"], name, kind), _num(usage[kind]))
-    summary: dict[str, Any] = dict(status["summary"])
-    for kind, field in (
-        ("total", "totalCapacity"),
-        ("allocated", "allocatedCapacity"),
-        ("available", "availableCapacity"),
-    ):
-        for name, q in summary.get(field, {}).items():
-            put(POOL_CAPACITY, (driver, pool, name, kind), _num(q))
-    conds = {c["type"]: c["status"] == "True" for c in status["conditions"]}
-    put(POOL_COMPLETE, (driver, pool), float(conds.get("Complete", False)))
-    put(POOL_VALID, (driver, pool), float(conds.get("Valid", False)))
-    _series[result.key] = series
+    POOLS.pools[result.key] = PoolSeries(result)
     for err in new_errors:
         VALIDATION_ERRORS.labels(driver, pool, err.split(":", 1)[0]).inc()

@@ -1,0 +1,321 @@
+"""The operator's own controller at the size of the largest clusters, by simulation.
+
+The controller `draview run` assembles (controller/core.py: ingest, store, node index,
+queue, worker, reconciler, engine, writer) is fed in process what its informers would
+feed it: the pages of a list of Nodes, ResourceSlices and ResourceClaims (JSON, decoded
+as the informer decodes them), then a steady stream of claim watch events. The writer is
+the real one but for its requests: each is counted instead of sent (`CountingWriter`).
+Nothing of the world is kept by this script (bench/sim/world.py makes a node's objects
+from its index), so the memory measured is the controller's.
+
+    python bench/sim/run.py --nodes 65000                      # one size, ~N min
+    python bench/sim/run.py --curve 5000,10000,20000,65000      # each in its own process
+
+Phases and what each records (CPU: this process's CPU seconds; RSS: resident memory after
+the phase, and the peak so far):
+
+1. list: Nodes, then ResourceSlices, then ResourceClaims, page by page (500 a page);
+2. first full judgement: the leader's full sync (every pool judged, every object written);
+3. steady: a second full sync of the unchanged world (a re-list, a restart's sync):
+   its writes must be 0;
+4. churn: `--rate` claim changes a second for `--seconds`, while the worker runs as in
+   the operator (`--batch-interval`); each change is a claim deleted, or created again,
+   on a whole-GPU node; its latency is from the event to the writer being handed the
+   pool's new status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import world
+
+from draview.controller.core import Controller, Settings
+from draview.controller.ratelimit import TokenBucket
+from draview.controller.writer import Writer
+
+PAGE = 500
+
+
+class _NoApi:
+    """Stands in for the API client: the counting writer never calls it."""
+
+    def __getattr__(self, name: str) -> None:
+        return None
+
+
+class CountingWriter(Writer):
+    """The operator's writer, every request counted instead of sent; each object's last
+    write time is kept so that a change's latency can be read."""
+
+    def __init__(self) -> None:
+        super().__init__(_NoApi(), TokenBucket(1e9, 1_000_000))  # type: ignore[arg-type]
+        self.counts: Counter[str] = Counter()
+        self.written_at: dict[str, float] = {}  # pool status name -> monotonic time
+
+    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
+        self.counts[f"{verb} {kind}"] += 1
+        return b'{"metadata": {"resourceVersion": "1"}}'
+
+    async def put(self, obj: dict[str, Any]) -> bool:
+        sent = await super().put(obj)
+        if obj["kind"] == "ResourcePoolStatus":
+            self.written_at[obj["metadata"]["name"]] = time.monotonic()
+        return sent
+
+    async def load(self) -> None:
+        """A fresh cluster: the server holds no status object yet (a restart's case is
+        the steady phase: the writer then knows every object)."""
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def feed(handler: Any, objects: Any) -> int:
+    """List pages as an informer applies them: decoded from JSON, then each object."""
+    n = 0
+    for page in world.pages(objects, PAGE):
+        for obj in json.loads(json.dumps(page)):
+            handler("MODIFIED", obj)
+            n += 1
+    return n
+
+
+class Phases:
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, float]] = {}
+
+    def measure(self, name: str, fn: Any) -> Any:
+        cpu, wall = time.process_time(), time.monotonic()
+        out = fn()
+        self.rows[name] = {
+            "cpu_s": round(time.process_time() - cpu, 2),
+            "wall_s": round(time.monotonic() - wall, 2),
+            "rss_mib": round(rss_mib(), 1),
+            "peak_mib": round(peak_mib(), 1),
+        }
+        print(f"  {name:<16} {self.rows[name]}", file=sys.stderr, flush=True)
+        return out
+
+
+def _pool_object(driver: str, pool: str) -> str:
+    from draview.engine.objects import pool_object_name
+
+    return pool_object_name(driver, pool)
+
+
+async def churn(
+    ctl: Controller, w: CountingWriter, n: int, rate: float, seconds: float, interval: float
+) -> dict[str, Any]:
+    """Claim changes at `rate` a second on whole-GPU nodes; latency to the pool's write."""
+    rng = random.Random(7)
+    whole = [i for i in range(n) if world.kind_of(i) == "whole"]
+    gone: list[world.Alloc] = []
+    latencies: list[float] = []
+    pending: list[tuple[float, str]] = []  # (event time, pool status name)
+    worker = asyncio.create_task(ctl.worker.run(interval))
+    cpu0, t0 = time.process_time(), time.monotonic()
+    sent = 0
+    while time.monotonic() - t0 < seconds:
+        due = t0 + sent / rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if gone and (rng.random() < 0.5 or len(gone) > 50):
+            a = gone.pop(rng.randrange(len(gone)))
+            obj = world.claim(a)
+            obj["metadata"]["resourceVersion"] = str(2 + sent)
+            ctl.ingest.claim_event("ADDED", obj)
+        else:
+            i = rng.choice(whole)
+            a = world.Alloc(i, rng.randrange(world.GPUS - 1), "gpu.example.com", "")
+            a = next(x for x in world.allocations(i) if x.n == a.n)
+            if a in gone:
+                continue
+            gone.append(a)
+            ctl.ingest.claim_event("DELETED", world.claim(a))
+        pending.append((time.monotonic(), _pool_object(a.driver, world.node_name(a.node))))
+        sent += 1
+        _collect(w, pending, latencies)
+    while pending and time.monotonic() - t0 < seconds + 10:
+        await asyncio.sleep(0.05)
+        _collect(w, pending, latencies)
+    cpu = time.process_time() - cpu0
+    worker.cancel()
+    q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    return {
+        "changes": sent,
+        "judged": len(latencies),
+        "p50_s": round(q[49], 3),
+        "p95_s": round(q[94], 3),
+        "p99_s": round(q[98], 3),
+        "cpu_s": round(cpu, 2),
+        "cpu_per_change_ms": round(1000 * cpu / max(1, sent), 2),
+    }
+
+
+def _collect(w: CountingWriter, pending: list[tuple[float, str]], out: list[float]) -> None:
+    keep = []
+    for at, name in pending:
+        written = w.written_at.get(name, 0.0)
+        if written >= at:
+            out.append(written - at)
+        else:
+            keep.append((at, name))
+    pending[:] = keep
+
+
+def run(n: int, rate: float, seconds: float, interval: float) -> dict[str, Any]:
+    w = CountingWriter()
+    ctl = Controller(w, Settings(batch_interval=interval, claim_events=False))
+    phases = Phases()
+    base = rss_mib()
+    counts = {
+        "nodes": phases.measure(
+            "list nodes", lambda: feed(ctl.ingest.node_event, world.all_nodes(n))
+        ),
+        "slices": phases.measure(
+            "list slices", lambda: feed(ctl.ingest.slice_event, world.all_slices(n))
+        ),
+        "claims": phases.measure(
+            "list claims", lambda: feed(ctl.ingest.claim_event, world.all_claims(n))
+        ),
+    }
+    devices = sum(len(s.devices) for s in ctl.store.slices.values())
+    ctl.ingest.listed()
+    ctl.leader = True
+    loop = asyncio.new_event_loop()
+    phases.measure("first judgement", lambda: loop.run_until_complete(ctl.worker.full_sync()))
+    first_writes = w.total()
+    phases.measure("steady resync", lambda: loop.run_until_complete(ctl.worker.full_sync()))
+    steady_writes = w.total() - first_writes
+    gc.collect()
+    after = rss_mib()
+    result = {
+        "nodes": n,
+        "pools": len(ctl.store.pools()),
+        "slices": counts["slices"],
+        "devices": devices,
+        "claims": counts["claims"],
+        "phases": phases.rows,
+        "first_judgement_cpu_s": round(
+            sum(phases.rows[p]["cpu_s"] for p in phases.rows if p != "steady resync"), 2
+        ),
+        "writes_first": first_writes,
+        "writes_steady": steady_writes,
+        "rss_retained_mib": round(after - base, 1),
+        "bytes_per_device": round((after - base) * 2**20 / devices),
+    }
+    if seconds > 0:
+        before = w.total()
+        result["churn"] = loop.run_until_complete(churn(ctl, w, n, rate, seconds, interval))
+        result["churn"]["writes"] = w.total() - before
+    result["peak_mib"] = round(peak_mib(), 1)
+    return result
+
+
+def curve(sizes: list[int], args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for n in sizes:
+        print(f"== {n} nodes", file=sys.stderr, flush=True)
+        cmd = [
+            sys.executable,
+            __file__,
+            "--nodes",
+            str(n),
+            "--rate",
+            str(args.rate),
+            "--seconds",
+            str(args.seconds),
+            "--batch-interval",
+            str(args.batch_interval),
+        ]
+        out = subprocess.run(cmd, check=True, capture_output=False, stdout=subprocess.PIPE)
+        rows.append(json.loads(out.stdout))
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "NODES",
+        "DEVICES",
+        "CLAIMS",
+        "1ST-JUDGEMENT-CPU",
+        "PEAK-RSS",
+        "RETAINED",
+        "B/DEVICE",
+        "STEADY-WRITES",
+        "CHURN-P95",
+        "CPU/CHANGE",
+    )
+    lines = [head]
+    for r in rows:
+        c = r.get("churn", {})
+        lines.append(
+            (
+                str(r["nodes"]),
+                str(r["devices"]),
+                str(r["claims"]),
+                f"{r['first_judgement_cpu_s']} s",
+                f"{r['peak_mib']} MiB",
+                f"{r['rss_retained_mib']} MiB",
+                str(r["bytes_per_device"]),
+                str(r["writes_steady"]),
+                f"{c.get('p95_s', '-')} s",
+                f"{c.get('cpu_per_change_ms', '-')} ms",
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return "\n".join(
+        "   ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--nodes", type=int, default=65_000)
+    p.add_argument("--curve", help="comma-separated sizes, each run in its own process")
+    p.add_argument("--rate", type=float, default=200.0, help="claim changes per second")
+    p.add_argument("--seconds", type=float, default=30.0, help="churn duration (0: none)")
+    p.add_argument("--batch-interval", type=float, default=0.25)
+    p.add_argument("--json", type=Path, help="write the results here too")
+    args = p.parse_args()
+    if args.curve:
+        rows = curve([int(s) for s in args.curve.split(",")], args)
+        print(table(rows))
+        out: Any = rows
+    else:
+        out = run(args.nodes, args.rate, args.seconds, args.batch_interval)
+        print(json.dumps(out, indent=2))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
