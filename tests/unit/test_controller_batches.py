@@ -13,6 +13,7 @@ from builders import DRIVER, device, rslice
 from draview.controller import metrics
 from draview.controller import reconcile as core
 from draview.controller.core import Controller, Settings
+from draview.controller.known import Known
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.writer import ObjKey, Writer, obj_key
 
@@ -86,7 +87,7 @@ async def test_a_full_sync_never_prunes_the_objects_of_a_pool_it_could_not_compu
     ctl, writer = controller("bad", "good")
     # What the server holds: an object of the pool that will fail, and one with no source.
     writer.known = {
-        ("resourcepoolstatuses", f"obj-{p}"): {"spec": {"driver": DRIVER, "pool": p}}
+        ("resourcepoolstatuses", f"obj-{p}"): Known.of({"spec": {"driver": DRIVER, "pool": p}})
         for p in ("bad", "gone")
     }
     _break_pool(monkeypatch, "bad")
@@ -112,7 +113,7 @@ async def test_a_failed_pool_backs_off_and_never_delays_another() -> None:
 async def test_a_failed_delete_is_retried_with_its_pool_once_due() -> None:
     ctl, writer = controller("live")
     gone = ("resourcepoolstatuses", "obj-gone")
-    writer.known = {gone: {"spec": {"driver": DRIVER, "pool": "gone"}}}
+    writer.known = {gone: Known.of({"spec": {"driver": DRIVER, "pool": "gone"}})}
     writer.fail_keys = {gone}
     await ctl.worker.full_sync()
     assert writer.removed == [gone]

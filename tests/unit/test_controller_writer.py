@@ -11,6 +11,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.controller import metrics
+from draview.controller.known import Known
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.writer import FIELD_MANAGER, MERGE, Writer, _send
 
@@ -66,7 +67,7 @@ async def put(api: FakeApi) -> None:
     writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
     await writer.put(OBJ)
     known = writer.known[("resourcepoolstatuses", OBJ["metadata"]["name"])]
-    assert known["status"] == OBJ["status"]
+    assert known.value()["status"] == OBJ["status"]
     assert all(r.released for r in api.responses)
 
 
@@ -182,7 +183,7 @@ async def test_load_reads_our_objects_in_pages_and_keeps_what_put_compares() -> 
     writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
     await writer.load()
     assert set(writer.known) == {("resourcepoolstatuses", "a"), ("resourcepoolstatuses", "b")}
-    assert writer.known[("resourcepoolstatuses", "a")] == {
+    assert writer.known[("resourcepoolstatuses", "a")].value() == {
         "metadata": {"labels": OBJ["metadata"]["labels"], "ownerReferences": []},
         "spec": OBJ["spec"],
         "status": OBJ["status"],
@@ -207,7 +208,7 @@ async def test_load_keeps_one_copy_of_what_did_not_change() -> None:
     await writer.load()
     same, edited = ("resourcepoolstatuses", "gpu-pool-1234"), ("resourcepoolstatuses", "changed")
     assert writer.known[same] is ours[same]
-    assert writer.known[edited]["status"] == {"summary": {"totalDevices": 0}}
+    assert writer.known[edited].value()["status"] == {"summary": {"totalDevices": 0}}
 
 
 async def test_changes_to_known_objects_go_before_creations() -> None:
@@ -217,10 +218,9 @@ async def test_changes_to_known_objects_go_before_creations() -> None:
     objs = [{**OBJ, "metadata": {**OBJ["metadata"], "name": n}} for n in names]
     for o in objs:
         if o["metadata"]["name"].startswith("old"):
-            writer.known[("resourcepoolstatuses", o["metadata"]["name"])] = {
-                **o,
-                "status": {"summary": {"totalDevices": 0}},
-            }
+            writer.known[("resourcepoolstatuses", o["metadata"]["name"])] = Known.of(
+                {**o, "status": {"summary": {"totalDevices": 0}}}
+            )
     await writer.apply(objs, [])
     first = [m for m, _, _ in api.calls]
     # Both status patches of the known objects, then each creation and its status.

@@ -98,11 +98,8 @@ class Worker:
         broken = self.reconciler.broken
         return [
             k
-            for k, obj in self.writer.known.items()
-            if k not in wanted
-            and k[0] in PLURALS.values()
-            and ((obj.get("spec") or {}).get("driver"), (obj.get("spec") or {}).get("pool"))
-            not in broken
+            for k, known in self.writer.known.items()
+            if k not in wanted and k[0] in PLURALS.values() and known.pool not in broken
         ]
 
     async def _write(self, judged: Judged, started: float | None = None) -> dict[ObjKey, float]:
@@ -134,10 +131,10 @@ class Worker:
         # A failed delete: the object stays one of its pool's, so that the pool's next
         # judgement, once due, deletes it again. (Left to the periodic re-list, an orphan
         # outlived a 429 storm by up to --resync-interval.)
-        spec = (self.writer.known.get(key) or {}).get("spec") or {}
-        if "driver" not in spec or "pool" not in spec:
+        known = self.writer.known.get(key)
+        pool = known.pool if known is not None else None
+        if pool is None:
             return None
-        pool = (spec["driver"], spec["pool"])
         self.reconciler.pool_objects.setdefault(pool, set()).add(key)
         return pool
 

@@ -19,6 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.api.status import API_GROUP
 from draview.controller import metrics
+from draview.controller.known import Known, canonical, owned_fields
 from draview.controller.kube import list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
@@ -39,23 +40,6 @@ REQUEST_TIMEOUT = 30.0
 
 class NotLeader(Exception):
     """The fence closed: this replica may not (or no longer) write."""
-
-
-def _owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """The parts of an object outside status that draview decides."""
-    meta = obj.get("metadata") or {}
-    return {
-        "metadata": {
-            "labels": meta.get("labels") or {},
-            "ownerReferences": meta.get("ownerReferences") or [],
-        },
-        "spec": obj.get("spec") or {},
-    }
-
-
-def _known(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the writer remembers of an object: what `put` compares, nothing more."""
-    return {**_owned_fields(obj), "status": obj.get("status") or {}}
 
 
 def obj_key(obj: dict[str, Any]) -> ObjKey:
@@ -113,7 +97,7 @@ class Writer:
         # high --qps is, which made initial convergence of thousands of pools take minutes.
         self.concurrency = max(1, concurrency)
         # What each of our objects holds on the server, as far as we know.
-        self.known: dict[ObjKey, dict[str, Any]] = {}
+        self.known: dict[ObjKey, Known] = {}
         # Cleared when RBAC forbids updating the status (a chart older than this code):
         # new objects then get their first status by merge patch, without a failed try.
         self.replace_status = True
@@ -125,19 +109,20 @@ class Writer:
         10,000 objects decoded at once, managedFields and all, on every re-list. An
         object that holds what we knew keeps our copy, so that a re-list of an unchanged
         world does not build a second copy of every status."""
-        known: dict[ObjKey, dict[str, Any]] = {}
+        known: dict[ObjKey, Known] = {}
         for plural in PLURALS.values():
             async for page in list_pages(self.api, VERSION, plural, group=API_GROUP):
                 for item in page:
                     key = (plural, item["metadata"]["name"])
-                    entry = _known(item)
+                    data = canonical(item)
                     before = self.known.get(key)
-                    known[key] = before if before == entry else entry
+                    same = before is not None and before.data() == data
+                    known[key] = before if same and before else Known.of(item, data)
         self.known = known
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
         cur = self.known.get(key)
-        return cur.get("status") if cur else None
+        return cur.value().get("status") if cur else None
 
     def _block(self, what: str, message: str) -> None:
         if what not in self.blocked:
@@ -243,14 +228,19 @@ class Writer:
         """Make the server hold `obj`; True when a request was needed."""
         key = obj_key(obj)
         plural, name = key
-        cur = self.known.get(key)
+        known = self.known.get(key)
+        data = canonical(obj)
         try:
-            if cur is None:
+            if known is None:
                 await self._create(plural, obj)
             else:
+                old = known.data()
+                if old == data:
+                    return False
+                cur = json.loads(old)
                 # Labels and owner (a slice re-created under its name has a new uid), and
                 # the spec as a merge diff so that a field that went away becomes null.
-                main = merge_diff(_owned_fields(cur), _owned_fields(obj))
+                main = merge_diff(owned_fields(cur), owned_fields(obj))
                 if main:
                     await self._call(
                         "patch",
@@ -265,16 +255,19 @@ class Writer:
                     )
                 patch = merge_diff(cur["status"], obj["status"])
                 if not patch and not main:
+                    # Equal but for how it is spelled (a null or an empty map the server
+                    # dropped): remember ours, so that the next comparison is of bytes.
+                    self.known[key] = Known.of(obj, data)
                     return False
                 if patch:
                     await self._patch_status(plural, name, patch)
         except ApiException as exc:
-            if exc.status != 404 or cur is None:
+            if exc.status != 404 or known is None:
                 raise
             # Deleted behind our back: create it again (a 404 there means the CRD is gone).
             self.known.pop(key, None)
             await self._create(plural, obj)
-        self.known[key] = _known(obj)
+        self.known[key] = Known.of(obj, data)
         return True
 
     async def delete(self, key: ObjKey) -> None:

@@ -1,0 +1,65 @@
+"""What the server holds of each of draview's objects, kept small.
+
+The writer compares every judged object with what it last wrote (an unchanged world
+writes nothing) and sends only the difference. Kept as dicts, those copies were the
+largest part of the operator's memory after the pools themselves: a MIG pool's status is
+about 10 KB of dicts. Kept here as canonical JSON (keys sorted, so that the server's
+order and ours compare equal), compressed: a tenth of that, and an unchanged object is
+recognised by comparing bytes, without building a dict.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from draview.engine.model import PoolKey
+
+
+def owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The parts of an object outside status that draview decides."""
+    meta = obj.get("metadata") or {}
+    return {
+        "metadata": {
+            "labels": meta.get("labels") or {},
+            "ownerReferences": meta.get("ownerReferences") or [],
+        },
+        "spec": obj.get("spec") or {},
+    }
+
+
+def canonical(obj: dict[str, Any]) -> bytes:
+    """What the writer remembers of an object (what `put` compares, nothing more), as
+    the bytes two equal objects share whatever their key order."""
+    entry = {**owned_fields(obj), "status": obj.get("status") or {}}
+    return json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
+
+
+def pool_of(obj: dict[str, Any]) -> PoolKey | None:
+    spec = obj.get("spec") or {}
+    driver, pool = spec.get("driver"), spec.get("pool")
+    return (driver, pool) if isinstance(driver, str) and isinstance(pool, str) else None
+
+
+class Known:
+    __slots__ = ("_blob", "pool")
+
+    def __init__(self, data: bytes, pool: PoolKey | None) -> None:
+        self._blob = zlib.compress(data, 1)
+        # The pool the object belongs to (None if the server's copy names none): which
+        # objects a pool that failed to compute may still own.
+        self.pool = pool
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], data: bytes | None = None) -> Known:
+        """`data`: the object's canonical() bytes, when the caller has them already."""
+        return cls(canonical(obj) if data is None else data, pool_of(obj))
+
+    def data(self) -> bytes:
+        return zlib.decompress(self._blob)
+
+    def value(self) -> dict[str, Any]:
+        """The remembered object: metadata (labels, ownerReferences), spec, status."""
+        out: dict[str, Any] = json.loads(self.data())
+        return out
