@@ -94,19 +94,44 @@ def test_a_label_change_rejudges_only_pools_that_read_the_key() -> None:
     assert idx.put(NodeInfo("node-1", {"x": "1"})) == {RACKED}  # removed counts too
 
 
-def test_snapshot_is_shared_until_a_node_changes() -> None:
+def test_nodes_are_grouped_by_the_labels_a_pools_selectors_read_until_a_node_changes() -> None:
     idx = _index()
-    idx.put(NodeInfo("node-2", {RACK: "b"}))
+    idx.put(NodeInfo("node-2", {RACK: "b", "x": "1"}))
+    idx.put(NodeInfo("node-3", {RACK: "a", "x": "2"}))
     idx.put(NodeInfo("node-1", {RACK: "a"}))
     first = idx.nodes_for(RACKED)
-    assert [n.name for n in first] == ["node-1", "node-2"]
-    assert idx.nodes_for(ALL) is first
+    # One entry per rack, standing for its nodes, with only the label the selector reads.
+    assert [(n.name, dict(n.labels), n.members) for n in first] == [
+        ("node-1", {RACK: "a"}, ("node-1", "node-3")),
+        ("node-2", {RACK: "b"}, ("node-2",)),
+    ]
+    assert first.labels_of["node-3"] == {RACK: "a", "x": "2"}
+    # allNodes reads no label: every node is alike.
+    assert [n.members for n in idx.nodes_for(ALL)] == [("node-1", "node-2", "node-3")]
+    other = ("d.example.com", "racked-too")
+    idx.pool_changed(other, [_slice("racked-too", **_selector(RACK))])
+    assert idx.nodes_for(other) is first  # grouped once for every pool reading the key
     assert idx.nodes_for(LOCAL) is NO_NODES  # named nodes need no Node objects
-    idx.put(NodeInfo("node-1", {RACK: "a"}))  # no change: same snapshot
+    idx.put(NodeInfo("node-1", {RACK: "a"}))  # no change: same groups
     assert idx.nodes_for(RACKED) is first
     idx.put(NodeInfo("node-1", {RACK: "c"}))
     again = idx.nodes_for(RACKED)
-    assert again is not first and again[0].labels == {RACK: "c"}
+    assert again is not first and [n.members for n in again] == [
+        ("node-1",),
+        ("node-2",),
+        ("node-3",),
+    ]
+
+
+def test_a_pool_whose_selectors_read_node_names_judges_every_node_alone() -> None:
+    idx = NodeIndex()
+    by_name = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}  # fmt: skip
+    idx.pool_changed(("d.example.com", "named"), [_slice("named", nodeSelector=by_name)])
+    idx.put(NodeInfo("node-1", {}))
+    idx.put(NodeInfo("node-2", {}))
+    nodes = idx.nodes_for(("d.example.com", "named"))
+    assert [(n.name, n.members) for n in nodes] == [("node-1", ()), ("node-2", ())]
 
 
 def test_a_pool_that_stops_selecting_leaves_the_index() -> None:

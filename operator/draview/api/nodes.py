@@ -13,6 +13,8 @@ from draview.api.slices import ResourceSlice
 class NodeInfo:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    # In NodeGroups: every node this entry stands for (itself first); () for itself alone.
+    members: tuple[str, ...] = ()
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeInfo:
@@ -32,6 +34,23 @@ class AssumedNodes(tuple[NodeInfo, ...]):
     (which labels the cluster's nodes carry is not known)."""
 
     __slots__ = ()
+
+
+class NodeGroups(tuple[NodeInfo, ...]):
+    """A cluster's nodes as one pool's node selectors tell them apart: one entry per
+    distinct combination of the label values they read, standing for all its members
+    (`NodeInfo.members`), its labels those values. A pool's view of a node depends on
+    those labels alone, so 65,000 nodes in a thousand racks are judged as a thousand.
+    `labels_of` has every node's labels, for the nodes the pool's slices name."""
+
+    labels_of: Mapping[str, Mapping[str, str]]
+
+    def __new__(
+        cls, groups: Iterable[NodeInfo], labels_of: Mapping[str, Mapping[str, str]]
+    ) -> NodeGroups:
+        self = super().__new__(cls, groups)
+        self.labels_of = labels_of
+        return self
 
 
 def assumed_nodes(slices: Iterable[ResourceSlice]) -> AssumedNodes:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from draview.api.common import NodeSelector
-from draview.api.nodes import NodeInfo
+from draview.api.nodes import NodeGroups, NodeInfo
 from draview.api.slices import ResourceSlice
 from draview.engine.model import PoolKey
 from draview.engine.nodes import selector_matches
@@ -37,6 +37,10 @@ class Reach:
 
     selectors: tuple[Selector, ...]
     keys: frozenset[str]
+    # The label keys that tell nodes apart for this pool: read by any selector of any of
+    # its slices (counter slices too: from 1.37 they reach only the nodes they select);
+    # None when one reads a node's name (matchFields), so that every node is its own.
+    group_by: tuple[str, ...] | None = ()
 
     def matching(self, name: str, labels: Mapping[str, str]) -> tuple[bool, ...]:
         """Which of the selectors reach the node: its view of the pool follows from it."""
@@ -69,7 +73,19 @@ def reach_of(slices: Iterable[ResourceSlice]) -> Reach | None:
         for t in sel.node_selector_terms
         for r in t.match_expressions
     }
-    return Reach(tuple(selectors), frozenset(keys))
+    return Reach(tuple(selectors), frozenset(keys), _group_by(slices))
+
+
+def _group_by(slices: Iterable[ResourceSlice]) -> tuple[str, ...] | None:
+    keys: set[str] = set()
+    for s in slices:
+        sels = [s.node_selector, *(d.node_selector for d in s.devices)]
+        for sel in sels:
+            for term in sel.node_selector_terms if sel is not None else ():
+                if term.match_fields:
+                    return None
+                keys.update(r.key for r in term.match_expressions)
+    return tuple(sorted(keys))
 
 
 class NodeIndex:
@@ -81,6 +97,8 @@ class NodeIndex:
         self._labels: dict[str, Mapping[str, str]] = {}
         self._reach: dict[PoolKey, Reach] = {}
         self._snapshot: tuple[NodeInfo, ...] | None = NO_NODES
+        # NodeGroups by the label keys they group on; cleared with the snapshot.
+        self._groups: dict[tuple[str, ...], NodeGroups] = {}
 
     def __len__(self) -> int:
         return len(self._labels)
@@ -98,6 +116,7 @@ class NodeIndex:
             return set()  # a status update: the metadata watch still sends it
         self._labels[node.name] = labels
         self._snapshot = None
+        self._groups.clear()
         if old is None:
             return {k for k, r in self._reach.items() if r.reaches(node.name, labels)}
         changed = {k for k in old.keys() | labels.keys() if old.get(k) != labels.get(k)}
@@ -112,6 +131,7 @@ class NodeIndex:
         if old is None:
             return set()
         self._snapshot = None
+        self._groups.clear()
         return {k for k, r in self._reach.items() if r.reaches(name, old)}
 
     def pool_changed(self, key: PoolKey, slices: Iterable[ResourceSlice]) -> None:
@@ -129,10 +149,35 @@ class NodeIndex:
         """The nodes to judge `key` from: every node for a pool that selects, none for
         one whose slices name their nodes (its views do not depend on them, and the
         same empty snapshot keeps its prepared views through node events)."""
-        if key not in self._reach:
+        reach = self._reach.get(key)
+        if reach is None:
             return NO_NODES
+        if reach.group_by is not None:
+            return self.groups(reach.group_by)
         if self._snapshot is None:
             self._snapshot = tuple(
                 NodeInfo(name, self._labels[name]) for name in sorted(self._labels)
             )
         return self._snapshot
+
+    def groups(self, keys: tuple[str, ...]) -> NodeGroups:
+        """The nodes grouped by their values of `keys`, computed once per node change for
+        all the pools that read the same keys (every rack's pool reads the rack label)."""
+        found = self._groups.get(keys)
+        if found is None:
+            members: dict[tuple[str | None, ...], list[str]] = {}
+            for name in sorted(self._labels):
+                labels = self._labels[name]
+                members.setdefault(tuple(labels.get(k) for k in keys), []).append(name)
+            found = self._groups[keys] = NodeGroups(
+                (
+                    NodeInfo(
+                        names[0],
+                        {k: v for k, v in zip(keys, values, strict=True) if v is not None},
+                        tuple(names),
+                    )
+                    for values, names in members.items()
+                ),
+                self._labels,
+            )
+        return found

@@ -14,13 +14,13 @@ a pool's slices and reused for every claim change (see PreparedPool).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice, permutations
 from typing import Literal
 
 from draview.api.common import NodeSelector
-from draview.api.nodes import AssumedNodes, NodeInfo
+from draview.api.nodes import AssumedNodes, NodeGroups, NodeInfo
 from draview.engine.flatten import FlatSlice
 from draview.engine.nodes import node_matches
 from draview.engine.validate import ParsedPool, parse_pool
@@ -33,6 +33,7 @@ class Candidate:
 
     name: str | None
     labels: Mapping[str, str] = field(default_factory=dict)
+    members: tuple[str, ...] = ()  # the nodes it stands for, when more than itself
 
 
 def matches(
@@ -107,14 +108,30 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
                     named.add(d.node_name)
                 elif d.all_nodes or d.node_selector is not None:
                     selects = True
-    known = {n.name: n for n in nodes or ()}
-    out = [Candidate(n, known[n].labels if n in known else {}) for n in sorted(named)]
+    known = (
+        nodes.labels_of
+        if isinstance(nodes, NodeGroups)
+        else {n.name: n.labels for n in nodes or ()}
+    )
+    out = [Candidate(n, known.get(n, {})) for n in sorted(named)]
     if selects:
         if nodes is not None:
-            out.extend(Candidate(n.name, n.labels) for n in nodes if n.name not in named)
+            out.extend(_unnamed(nodes, named))
         if nodes is None or isinstance(nodes, AssumedNodes):
             out.append(Candidate(None))
     return out
+
+
+def _unnamed(nodes: Sequence[NodeInfo], named: set[str]) -> Iterator[Candidate]:
+    """The nodes no slice names, a group of them (NodeGroups) as one candidate."""
+    for n in nodes:
+        if not n.members:
+            if n.name not in named:
+                yield Candidate(n.name, n.labels)
+            continue
+        members = tuple(m for m in n.members if m not in named) if named else n.members
+        if members:
+            yield Candidate(members[0], n.labels, members if len(members) > 1 else ())
 
 
 class Parser:
@@ -260,7 +277,7 @@ def build_views(
             for j, d in enumerate(flat[i].devices)
             if matches(d.node_name, d.all_nodes, d.node_selector, cand)
         )
-        groups.setdefault((rel, reach), []).append(cand.name)
+        groups.setdefault((rel, reach), []).extend(cand.members or (cand.name,))
     return [_view(flat, rel, reach, names, parse) for (rel, reach), names in groups.items()]
 
 
