@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -176,7 +177,9 @@ POOLS = PoolCollector()
 REGISTRY.register(POOLS)
 
 
+@lru_cache(maxsize=4096)
 def _num(text: str) -> float:
+    # Pools repeat a few quantities ("40Gi", "7", "0") thousands of times.
     return float(parse_quantity(text).as_fraction())
 
 

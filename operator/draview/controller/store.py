@@ -6,8 +6,10 @@ its old and new pool, for a claim the pools of its old and new allocation.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 
 from draview.api.claims import ResourceClaim
 from draview.api.slices import ResourceSlice
@@ -18,17 +20,22 @@ from draview.engine.model import AllocRef, PoolKey
 
 
 class ClaimRecords:
-    """Claims by uid, and the allocations each pool holds."""
+    """Claims by uid, and the allocations each pool holds.
+
+    Sized for 650,000 claims: a claim's allocations are kept once (in its pools'
+    entries, as tuples), the claim itself only by the pools it names, and the strings
+    every claim repeats (namespace, request, device names, pool keys) are shared."""
 
     def __init__(self) -> None:
         # Every claim by uid; the model is kept for pending claims only (explanations read
         # them). An allocated claim is fully described by its AllocRefs, and at 50k
         # claims the models would be a sizeable part of the operator's memory.
         self.claims: dict[str, ResourceClaim | None] = {}
-        self.claim_pools: dict[str, dict[PoolKey, list[AllocRef]]] = {}
-        self.pool_allocs: dict[PoolKey, dict[str, list[AllocRef]]] = defaultdict(dict)
+        self.claim_pools: dict[str, tuple[PoolKey, ...]] = {}
+        self.pool_allocs: dict[PoolKey, dict[str, tuple[AllocRef, ...]]] = {}
         # Claims that could not be read, by uid: one problem per pool their allocation names.
         self.claim_problems: dict[str, list[ObjectProblem]] = {}
+        self._keys: dict[PoolKey, PoolKey] = {}  # one tuple per pool key, however many claims
 
     def put_claim(
         self, uid: str, claim: ResourceClaim, problems: list[ObjectProblem] | None = None
@@ -48,16 +55,19 @@ class ClaimRecords:
         dirty = self.delete_claim(uid)
         self.claims[uid] = pending
         if pools:
-            self.claim_pools[uid] = pools
+            keys = []
             for key, refs in pools.items():
-                self.pool_allocs[key][uid] = refs
+                key = self._keys.setdefault(key, key)
+                self.pool_allocs.setdefault(key, {})[uid] = tuple(_shared(r) for r in refs)
+                keys.append(key)
                 dirty.add(key)
+            self.claim_pools[uid] = tuple(keys)
         return dirty
 
     def delete_claim(self, uid: str) -> set[PoolKey]:
         self.claims.pop(uid, None)
         self.claim_problems.pop(uid, None)  # its pools are those of its allocations
-        pools = self.claim_pools.pop(uid, {})
+        pools = self.claim_pools.pop(uid, ())
         for key in pools:
             allocs = self.pool_allocs.get(key)
             if allocs is not None:
@@ -71,6 +81,16 @@ class ClaimRecords:
 
     def pending_claims(self) -> list[ResourceClaim]:
         return [c for c in self.claims.values() if c is not None]
+
+
+def _shared(ref: AllocRef) -> AllocRef:
+    """The ref with the strings thousands of claims repeat shared (sys.intern)."""
+    return replace(
+        ref,
+        device=sys.intern(ref.device),
+        claim_namespace=sys.intern(ref.claim_namespace),
+        request=sys.intern(ref.request),
+    )
 
 
 class Store(ClaimRecords):

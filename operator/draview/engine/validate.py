@@ -7,7 +7,7 @@ not exist, and quantities that do not parse.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from draview.api.slices import Device
@@ -97,6 +97,17 @@ def parse_pool(
     return p
 
 
+# What a counter set's consumption map debits, shared by every device and pool that
+# consumes that map from a set of that name: a thousand MIG nodes publish the same few
+# dozen (the fast reader interns equal maps), and a parsed debit list per device was most
+# of a MIG pool's memory. Keyed by the map's id and holding the map, so that the id
+# cannot be reused by another map while the entry lives.
+_SHARED_DEBITS: dict[
+    tuple[str, int], tuple[Mapping[str, str], list[tuple[CounterKey, Quantity]]]
+] = {}
+SHARED_DEBITS_MAX = 10_000
+
+
 class _PoolParser:
     """One parse_pool call: the pool it builds, and what it has already parsed. Devices
     of one pool share their counter and capacity maps (the fast reader interns them): a
@@ -127,8 +138,24 @@ class _PoolParser:
                     p.counter_totals[(cs.name, counter)] = q
 
     def debits(self, dev: Device) -> list[tuple[CounterKey, Quantity]]:
-        """What one allocation of `dev` debits; unknown sets and counters are errors."""
+        """What one allocation of `dev` debits; unknown sets and counters are errors.
+        The list may be shared with other devices and pools: never change it."""
+        if len(dev.consumes_counters) == 1:
+            cc = dev.consumes_counters[0]
+            shared = _SHARED_DEBITS.get((cc.counter_set, id(cc.counters)))
+            known = self.declared.get(cc.counter_set)
+            if (
+                shared is not None
+                and shared[0] is cc.counters
+                and known is not None
+                and cc.counters.keys() <= known
+            ):
+                return shared[1]
+        return self._debits(dev)
+
+    def _debits(self, dev: Device) -> list[tuple[CounterKey, Quantity]]:
         errors = self.errors
+        clean = len(errors)
         debits: list[tuple[CounterKey, Quantity]] = []
         for cc in dev.consumes_counters:
             known = self.declared.get(cc.counter_set)
@@ -155,6 +182,11 @@ class _PoolParser:
                     debits.append(((cc.counter_set, counter), q))
             if len(errors) == before:
                 self.parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
+        if len(dev.consumes_counters) == 1 and debits and len(errors) == clean:
+            cc = dev.consumes_counters[0]
+            if len(_SHARED_DEBITS) >= SHARED_DEBITS_MAX:
+                _SHARED_DEBITS.clear()
+            _SHARED_DEBITS[(cc.counter_set, id(cc.counters))] = (cc.counters, debits)
         return debits
 
     def device(self, slice_name: str, dev: Device) -> None:
