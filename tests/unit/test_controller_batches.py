@@ -157,3 +157,19 @@ async def test_a_long_computation_lets_other_tasks_run() -> None:
     task.cancel()
     assert len(desired) == 2 * 3 * core.COMPUTE_STEP  # pool and slice status per pool
     assert turns - before >= 2
+
+
+async def test_a_full_sync_writes_in_chunks_pools_the_server_shows_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from draview.controller import worker as worker_module
+    from draview.engine.objects import pool_object_name
+
+    monkeypatch.setattr(worker_module, "SYNC_CHUNK", 2)
+    ctl, writer = controller("a", "b", "c", "d", "e")
+    shown = ("resourcepoolstatuses", pool_object_name(DRIVER, "e"))
+    writer.known = {shown: Known.of({"spec": {"driver": DRIVER, "pool": "e"}})}
+    await ctl.worker.full_sync()
+    # Never every pool's objects at once; "e", which the server shows, first.
+    assert writer.batches[:3] == [["a", "e"], ["b", "c"], ["d"]]
+    assert ctl.role.synced

@@ -72,10 +72,11 @@ class PendingClaimExplainer:
     def due(
         self,
         claims: Iterable[ResourceClaim],
-        results: Sequence[PoolResult],
+        results: Sequence[PoolResult] | Callable[[], Sequence[PoolResult]],
         classes: Iterable[DeviceClass],
         rules: Sequence[DeviceTaintRule] = (),
     ) -> list[tuple[ResourceClaim, str]]:
+        """`results`, or what makes them: asked only when some claim is due."""
         now = self.clock()
         pending: list[ResourceClaim] = []
         seen: set[str] = set()
@@ -92,6 +93,8 @@ class PendingClaimExplainer:
             del self.last[key]  # allocated or deleted: a later failure is news again
         if not pending:
             return []
+        if callable(results):
+            results = results()
         index = DeviceIndex.build(results, rules)
         by_name = {c.name: c for c in classes}
         out: list[tuple[ResourceClaim, str]] = []

@@ -61,7 +61,7 @@ class Explanations:
         store = self.reconciler.store
         due = self.explainer.due(
             store.pending_claims(),
-            list(self.reconciler.results.values()),
+            self.reconciler.full_results,  # unpacked only when some claim is due
             store.classes.values(),
             store.rules(),
         )

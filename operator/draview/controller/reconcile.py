@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 import time
+import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 from draview.api.nodes import AssumedNodes, NodeInfo, assumed_nodes
 from draview.api.slices import ResourceSlice
-from draview.api.status import Condition
+from draview.api.status import Condition, PoolStatusBody
 from draview.api.taints import DeviceTaintRule
 from draview.controller import metrics
 from draview.controller.nodes import NodeIndex
@@ -25,7 +27,7 @@ from draview.controller.writer import ObjKey, Writer, obj_key
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
-from draview.engine.pool import PoolResult, compute_pool
+from draview.engine.pool import PoolResult, SliceResult, compute_pool
 
 log = logging.getLogger("draview.controller")
 
@@ -61,6 +63,34 @@ class Judgement:
     now: str  # condition transition times
 
 
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    """A judged pool's status bodies, pickled and compressed: as dicts they were most of
+    what the operator kept per pool (a MIG pool's, 80 KB). Only explanations of pending
+    claims read them again."""
+
+    slices: tuple[ResourceSlice, ...]
+    blob: bytes
+
+    @classmethod
+    def of(cls, result: PoolResult) -> _Packed:
+        bodies = (result.status, [sr.status for sr in result.slices])
+        data = pickle.dumps(bodies, protocol=pickle.HIGHEST_PROTOCOL)
+        return cls(tuple(sr.slice for sr in result.slices), zlib.compress(data, 1))
+
+    def unpack(self, lean: PoolResult) -> PoolResult:
+        status, statuses = pickle.loads(zlib.decompress(self.blob))
+        slices = [SliceResult(s, st) for s, st in zip(self.slices, statuses, strict=True)]
+        return replace(lean, status=status, slices=slices)
+
+
+def _lean(result: PoolResult) -> PoolResult:
+    """What is kept of a judged pool outside _Packed: the prepared slices and views (the
+    next judgement reuses them), the allocations, errors and conditions."""
+    status = cast(PoolStatusBody, {"conditions": result.status.get("conditions", [])})
+    return replace(result, status=status, slices=[])
+
+
 class Reconciler:
     def __init__(self, store: Store, nodes: NodeIndex, writer: Writer, settings: Settings) -> None:
         self.store = store
@@ -71,7 +101,9 @@ class Reconciler:
         # objects: from assumed nodes.
         self.nodes_watched = True
         self._assumed = AssumedNodes()
+        # The latest judgement of each pool, lean (_lean); its status bodies in _packed.
         self.results: dict[PoolKey, PoolResult] = {}
+        self._packed: dict[PoolKey, _Packed] = {}
         self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
         # Pools whose last judgement raised: their objects are kept, never pruned.
         self.broken: set[PoolKey] = set()
@@ -138,9 +170,14 @@ class Reconciler:
             self.broken.add(key)
             return None
         self.broken.discard(key)
-        self.results[key] = result
         self._report(key, result)
+        self.results[key] = _lean(result)
+        self._packed[key] = _Packed.of(result)
         return objs
+
+    def full_results(self) -> list[PoolResult]:
+        """Every pool's latest judgement with its status bodies (what `why` reads)."""
+        return [self._packed[k].unpack(r) for k, r in self.results.items()]
 
     def _own(self, key: PoolKey, objs: list[dict[str, Any]]) -> list[ObjKey]:
         """The pool's objects from now on; returns those it no longer has."""
@@ -163,6 +200,7 @@ class Reconciler:
         """A pool with no slice left: its objects go."""
         self.pool_errors.pop(key, None)
         self.results.pop(key, None)
+        self._packed.pop(key, None)
         self.broken.discard(key)
         metrics.forget_pool(key)
         return self.pool_objects.pop(key, set())
@@ -187,3 +225,4 @@ class Reconciler:
         for key in self.results:
             metrics.forget_pool(key)
         self.results.clear()
+        self._packed.clear()

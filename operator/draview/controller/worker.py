@@ -9,6 +9,7 @@ in flight.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from typing import Any
@@ -18,8 +19,12 @@ from draview.controller.queue import PoolQueue, Role
 from draview.controller.reconcile import Judged, Reconciler
 from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
 from draview.engine.model import PoolKey
+from draview.engine.objects import pool_object_name
 
 log = logging.getLogger("draview.controller")
+
+# Pools judged and written together by a full sync.
+SYNC_CHUNK = 500
 
 
 class Worker:
@@ -80,21 +85,41 @@ class Worker:
         await self.writer.load()
         self.reconciler.pool_objects.clear()
         keys = self.reconciler.store.pools() | set(self.queue.take_all())
-        batch = dict.fromkeys(keys, time.monotonic())
+        remaining = dict.fromkeys(self._sync_order(keys), time.monotonic())
+        wanted: set[ObjKey] = set()
+        failed: dict[ObjKey, float] = {}
         try:
-            desired, removed = await self.reconciler.compute_in_steps(keys)
-            failed = await self._write((desired, [*removed, *self._orphans(desired)]))
+            # A chunk at a time: every pool's objects at once were the operator's peak
+            # memory (all status bodies of the cluster, as dicts, at 65,000 nodes: GBs).
+            while remaining:
+                chunk = list(itertools.islice(remaining, SYNC_CHUNK))
+                desired, removed = await self.reconciler.compute_in_steps(chunk)
+                wanted.update(obj_key(o) for o in desired)
+                failed_here = await self._write((desired, removed))
+                self._retry_later(desired, failed_here)
+                failed.update(failed_here)
+                for key in chunk:
+                    del remaining[key]
+            failed_here = await self._write(([], self._orphans(wanted)))
+            self._retry_later([], failed_here)
+            failed.update(failed_here)
         except asyncio.CancelledError:
-            self.queue.requeue(batch)
+            self.queue.requeue(remaining)
             raise
         if failed:
             log.warning("full sync left failures", extra={"count": len(failed)})
-            self._retry_later(desired, failed)
         self.role.synced = self.role.leader  # leadership may have been lost while writing
 
-    def _orphans(self, desired: list[dict[str, Any]]) -> list[ObjKey]:
+    def _sync_order(self, keys: set[PoolKey]) -> list[PoolKey]:
+        """Pools the server already shows first, new pools last: after a re-list or a
+        failover, what users see as wrong is fixed before what is new is created."""
+        known = self.writer.known
+        return sorted(
+            keys, key=lambda k: (("resourcepoolstatuses", pool_object_name(*k)) not in known, k)
+        )
+
+    def _orphans(self, wanted: set[ObjKey]) -> list[ObjKey]:
         """Objects on the server that no pool wants (and no broken pool may still own)."""
-        wanted = {obj_key(o) for o in desired}
         broken = self.reconciler.broken
         return [
             k

@@ -1,0 +1,44 @@
+"""The reconciler keeps each judged pool lean, its status bodies packed, and gives them
+back whole to what reads them (explanations of pending claims)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_controller_batches import RecordingWriter
+
+from draview.cli.inputs import parse_text
+from draview.controller.core import Controller, Settings
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+class KeepingWriter(RecordingWriter):
+    async def apply(self, desired: Any, removed: Any, started: float | None = None) -> Any:
+        self.objects = list(desired)
+        return await super().apply(self.objects, removed, started)
+
+
+async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:
+    writer = KeepingWriter()
+    ctl = Controller(writer, Settings(claim_events=False))
+    ctl.leader = True
+    for obj in parse_text((EXAMPLES / "mig-a100.yaml").read_text(), "mig-a100.yaml"):
+        kind = obj.get("kind")
+        if kind == "ResourceSlice":
+            ctl.ingest.slice_event("ADDED", obj)
+        elif kind == "ResourceClaim":
+            ctl.ingest.claim_event("ADDED", obj)
+    await ctl.worker.flush()
+    key = ("gpu.example.com", "gpu-node-1")
+    lean = ctl.reconciler.results[key]
+    assert lean.slices == [] and set(lean.status) == {"conditions"}
+    assert lean.prepared is not None  # the next judgement reuses it
+    (full,) = ctl.reconciler.full_results()
+    written = {o["metadata"]["name"]: o["status"] for o in writer.objects}
+    pool_status = next(o["status"] for o in writer.objects if o["kind"] == "ResourcePoolStatus")
+    assert full.status == pool_status
+    assert full.status["counterSets"] and len(full.slices) == 2
+    for sr in full.slices:
+        assert sr.status == written[sr.slice.name]
