@@ -90,10 +90,6 @@ def parse_pool(
     for fs in other_slices:
         # Not the node's own devices: the allocator checks only what they consume.
         p.counted.extend((dev.name, parser.debits(dev)) for dev in fs.devices)
-    for set_name in p.counter_set_slice:
-        p.sets[set_name] = []
-    for (set_name, counter), total in sorted(p.counter_totals.items()):
-        p.sets[set_name].append((counter, total, str(total)))
     return p
 
 
@@ -106,6 +102,14 @@ _SHARED_DEBITS: dict[
     tuple[str, int], tuple[Mapping[str, str], list[tuple[CounterKey, Quantity]]]
 ] = {}
 SHARED_DEBITS_MAX = 10_000
+# The same for counter sets: (map, its counter names, totals, status rows) by name and map.
+_ParsedSet = tuple[
+    Mapping[str, str],
+    frozenset[str],
+    list[tuple[CounterKey, Quantity]],
+    list[tuple[str, Quantity, str]],
+]
+_SHARED_SETS: dict[tuple[str, int], _ParsedSet] = {}
 
 
 class _PoolParser:
@@ -117,7 +121,7 @@ class _PoolParser:
     def __init__(self) -> None:
         self.pool = ParsedPool()
         self.errors = self.pool.errors
-        self.declared: dict[str, set[str]] = {}  # counter set -> its counters
+        self.declared: dict[str, frozenset[str]] = {}  # counter set -> its counters
         self.parsed_maps: dict[int, list[tuple[str, Quantity]]] = {}
         self.clean_capacities: set[int] = set()
 
@@ -131,11 +135,30 @@ class _PoolParser:
                 )
                 continue
             p.counter_set_slice[cs.name] = fs.slice.name
-            self.declared[cs.name] = set(cs.counters)
-            for counter, text in cs.counters.items():
-                q = parse_q(text, f"counter set {cs.name} counter {counter}", self.errors)
-                if q is not None:
-                    p.counter_totals[(cs.name, counter)] = q
+            shared = _SHARED_SETS.get((cs.name, id(cs.counters)))
+            if shared is None or shared[0] is not cs.counters:
+                shared = self._counter_set(cs.name, cs.counters)
+            _, self.declared[cs.name], totals, p.sets[cs.name] = shared
+            p.counter_totals.update(totals)
+
+    def _counter_set(self, name: str, counters: Mapping[str, str]) -> _ParsedSet:
+        """A counter set's counters parsed, and its rows as the status shows them (sorted
+        by counter, totals rendered); shared with every pool defining the same map under
+        the same name when it parses cleanly."""
+        errors = self.errors
+        clean = len(errors)
+        totals: list[tuple[CounterKey, Quantity]] = []
+        for counter, text in counters.items():
+            q = parse_q(text, f"counter set {name} counter {counter}", errors)
+            if q is not None:
+                totals.append(((name, counter), q))
+        rows = [(k[1], q, str(q)) for k, q in sorted(totals, key=lambda kq: kq[0])]
+        parsed = (counters, frozenset(counters), totals, rows)
+        if len(errors) == clean:
+            if len(_SHARED_SETS) >= SHARED_DEBITS_MAX:
+                _SHARED_SETS.clear()
+            _SHARED_SETS[(name, id(counters))] = parsed
+        return parsed
 
     def debits(self, dev: Device) -> list[tuple[CounterKey, Quantity]]:
         """What one allocation of `dev` debits; unknown sets and counters are errors.
