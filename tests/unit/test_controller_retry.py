@@ -15,7 +15,7 @@ from test_controller_writer import OBJ, FakeApi
 from draview.controller import metrics
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.retry import Backoffs, Failure, RetryPolicy, classify
-from draview.controller.writer import Writer
+from draview.controller.writer import MAX_PAUSE, Writer
 
 
 def api_error(status: int, retry_after: str | None = None) -> ApiException:
@@ -235,3 +235,22 @@ async def test_a_forbidden_status_update_with_a_patch_fallback_blocks_nothing() 
     w = writer_with(FakeApi(replace_cluster_custom_object_status=[403]), Clock())
     assert await w.apply([named("a")], []) == {}
     assert not w.blocked
+
+
+async def test_a_429_with_retry_after_pauses_every_write_not_just_its_object() -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    bucket = TokenBucket(qps=50, burst=5, clock=lambda: now[0], sleep=sleep)
+    w = Writer(FakeApi(), bucket)  # type: ignore[arg-type]
+    w._failed(("resourcepoolstatuses", "x"), api_error(429, "3"))
+    await bucket.take()  # a token for another object: only after the pause
+    assert now[0] >= 103.0 and slept[0] == pytest.approx(3.0)
+    w._failed(("resourcepoolstatuses", "x"), api_error(429, "600"))  # capped
+    assert bucket.paused_until == pytest.approx(now[0] + MAX_PAUSE)
+    w._failed(("resourcepoolstatuses", "x"), api_error(503))  # other failures: no pause
+    assert bucket.paused_until == pytest.approx(now[0] + MAX_PAUSE)

@@ -22,11 +22,21 @@ class TokenBucket:
         self.sleep = sleep
         self.stamp = clock()
         self._lock = asyncio.Lock()
+        # No token before this time: the API server asked every client to wait (429).
+        self.paused_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        """Hand out no token for `seconds` (from now), nor any saved up before."""
+        self.paused_until = max(self.paused_until, self.clock() + seconds)
 
     async def take(self) -> None:
         async with self._lock:
             while True:
                 now = self.clock()
+                if now < self.paused_until:
+                    await self.sleep(self.paused_until - now)
+                    self.tokens, self.stamp = 0.0, self.paused_until
+                    continue
                 self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
                 self.stamp = now
                 # The epsilon absorbs float rounding: after sleeping exactly the deficit the

@@ -34,6 +34,8 @@ PLURALS = {
 MERGE = "application/merge-patch+json"
 FIELD_MANAGER = "draview"
 ObjKey = tuple[str, str]  # (plural, name)
+# Longest a Retry-After pauses every write (a larger one still holds back its object).
+MAX_PAUSE = 10.0
 # A request that gets no answer in this long counts as a (transient) timeout.
 REQUEST_TIMEOUT = 30.0
 
@@ -295,6 +297,10 @@ class Writer:
         failure = classify(exc)
         plural, name = key
         metrics.UPDATE_ERRORS.labels(plural, failure.code).inc()
+        if failure.code == "429" and failure.retry_after:
+            # API Priority and Fairness rejected us: the whole writer waits as asked, not
+            # just this object, so that the others do not run into the same limit.
+            self.bucket.pause(min(failure.retry_after, MAX_PAUSE))
         now = self.backoffs.clock()  # before the delay is chosen: retry_in is never less
         not_before, new = self.backoffs.failed(key, failure)
         extra = {
