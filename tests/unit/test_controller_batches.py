@@ -173,3 +173,62 @@ async def test_a_full_sync_writes_in_chunks_pools_the_server_shows_first(
     # Never every pool's objects at once; "e", which the server shows, first.
     assert writer.batches[:3] == [["a", "e"], ["b", "c"], ["d"]]
     assert ctl.role.synced
+
+
+class _AnyApi:
+    def __getattr__(self, name: str) -> None:
+        return None
+
+
+class ServerWriter(Writer):
+    """The real writer's put and compare; the server holds what it was sent, but for
+    what a test edits or deletes behind the operator's back."""
+
+    def __init__(self) -> None:
+        super().__init__(_AnyApi(), TokenBucket(1e6, 1_000_000))  # type: ignore[arg-type]
+        self.edited: dict[ObjKey, dict[str, Any]] = {}
+        self.deleted: set[ObjKey] = set()
+
+    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
+        return b'{"metadata": {"resourceVersion": "1"}}'
+
+    async def load(self) -> None:
+        self.known = {
+            k: Known.of(self.edited.pop(k)) if k in self.edited else v
+            for k, v in self.known.items()
+            if k not in self.deleted
+        }
+        self.deleted = set()
+
+
+async def test_a_full_sync_judges_only_pools_changed_or_not_as_written_on_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from draview.engine.objects import pool_object_name
+
+    writer = ServerWriter()
+    ctl = Controller(writer, Settings(claim_events=False))
+    ctl.leader = True
+    for p in ("a", "b", "c", "d"):
+        ctl.ingest.slice_event("ADDED", rslice(p, [device("d")], pool=p))
+    judged: list[list[str]] = []
+    real = ctl.reconciler.compute
+
+    def spy(keys: Any) -> Any:
+        keys = list(keys)
+        judged.append(sorted(k[1] for k in keys))
+        return real(keys)
+
+    monkeypatch.setattr(ctl.reconciler, "compute", spy)
+    await ctl.worker.full_sync()
+    assert sum(judged, []) == ["a", "b", "c", "d"]
+    judged.clear()
+    await ctl.worker.full_sync()  # a re-list of an unchanged cluster
+    assert judged == []
+    ctl.ingest.slice_event("MODIFIED", rslice("a", [device("e")], pool="a"))
+    pool_b = ("resourcepoolstatuses", pool_object_name(DRIVER, "b"))
+    writer.edited[pool_b] = {"spec": {"driver": DRIVER, "pool": "b"}, "status": {}}
+    writer.deleted = {("resourcepoolstatuses", pool_object_name(DRIVER, "c"))}
+    await ctl.worker.full_sync()
+    assert sum(judged, []) == ["a", "b", "c"]
+    assert writer.known[pool_b].value()["status"]["summary"]["totalDevices"] == 1
