@@ -29,8 +29,9 @@ class PartitionInput:
     at: tuple[int, int]  # (slice index, device index) in the pool
     current: bool  # of the pool's newest generation (the ones `total` counts)
     # Refused alone only because its node selector has several terms: with a node-local
-    # device ahead of it in a result the allocator takes it, otherwise it aborts. Only
-    # its first-fit search can tell, so no count of the type is exact.
+    # device ahead of it in a result the allocator takes it, otherwise it aborts. Or,
+    # until 1.35, tainted after reserving counters it never gives back. Only the
+    # first-fit search can tell, so no count of the type is exact.
     first_fit: bool = False
 
 

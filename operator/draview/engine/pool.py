@@ -137,6 +137,7 @@ class _PoolComputation:
             (r for refs in by_device.values() for r in refs),
             prepared.rules.shareable,
             prepared.rules.shares_debit_once,
+            prepared.rules.shares_debit_counters,
         )
         self.in_use = {n for n in by_device if self.alloc.used(n)}
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
@@ -144,7 +145,7 @@ class _PoolComputation:
         # in-use device's debits, and a Quantity per addition was a tenth of the work.
         consumed: dict[CounterKey, int] = {}
         fmts: dict[CounterKey, Format] = {}
-        for name in sorted(self.in_use):
+        for name in sorted(n for n in self.in_use if self.alloc.debits(n)):
             for ckey, q in parsed.consumption.get(name, ()):
                 before = consumed.get(ckey)
                 if not before:
@@ -328,7 +329,7 @@ def prepare_pool(
     stale = [project(flatten_slice(s), rules) for s in ps.stale]
     parsed = parse_pool(current)
     flat = [*current, *stale]
-    parse = Parser(flat, rules.partitionable, rules.counter_slices_everywhere)
+    parse = Parser(flat, rules)
     parse.seed(range(len(current)), parsed)
     views = tuple(build_views(flat, nodes, parse))
     by, by_first = bystander(flat, parse)
@@ -528,6 +529,9 @@ def _partitions(
     if not attrs:
         return []
     n_current = len(ps.current)
+    # Until 1.35 a tainted device the search meets keeps the counters it reserved
+    # (rules.refusals_release_counters): only a first-fit search can count its type.
+    leaks = not comp.prepared.rules.refusals_release_counters
     inputs = [
         PartitionInput(
             comp.flat[i].devices[j],
@@ -535,7 +539,8 @@ def _partitions(
             comp.debits(i, j),
             (i, j),
             i < n_current,
-            d.get("stateReason") == "UnsupportedNodeSelector",
+            d.get("stateReason") == "UnsupportedNodeSelector"
+            or (leaks and d.get("stateReason") == "Tainted" and bool(comp.debits(i, j))),
         )
         for i, sr in enumerate(slice_results)
         for j, d in enumerate(sr.status["devices"])

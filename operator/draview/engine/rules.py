@@ -29,7 +29,10 @@ class Rules:
     invalid_pool_is_node_local: bool = True
     list_type_attributes: bool = True
     counter_slices_everywhere: bool = True
+    node_slices_first: bool = True
     shares_debit_once: bool = False
+    shares_debit_counters: bool = True
+    refusals_release_counters: bool = True
     counters_by_pool_id: bool = True
     all_mode_static_capacity: bool = False
     admin_access: bool = True
@@ -81,11 +84,30 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "1.34-1.36 (1.37 changed GatherPools and the slices handed to it)",
         "structured/internal/*/pools_*.go: GatherPools, buildPool; allocator_*.go: Allocate",
     ),
+    "node_slices_first": (
+        "GatherPools meets the node's own slices (by nodeName) before the others, so "
+        "their resourceSliceCount decides completeness; before, the list order alone",
+        "1.36+ (1.34 and 1.35 hand GatherPools every slice in the order listed)",
+        "structured/internal/*/allocator_*.go: Allocate (slicesOnNode, slicesShared)",
+    ),
     "shares_debit_once": (
         "a share without consumedCapacity marks its device's counters as debited, so "
         "further shares skip the counter check",
         "1.37 (until 1.36 every such share charged the counters again: CountersChargedPerShare)",
         "structured/internal/*/allocator_*.go: deviceCapacityInUse",
+    ),
+    "shares_debit_counters": (
+        "a device held only by results with a shareID debits its counters like one held whole",
+        "1.36+ (IsDeviceAllocated); 1.35's experimental allocator counts AllocatedDevices "
+        "only, so shares leave the counters untouched",
+        "structured/internal/*/allocator_*.go: checkAvailableCounters",
+    ),
+    "refusals_release_counters": (
+        "a device refused after its counters were reserved (a taint, a constraint) gives "
+        "them back, and so does a share undone while backtracking",
+        "1.36+ (rollbackDevice); until 1.35 they stay reserved for the rest of the "
+        "Allocate call, so a tainted device can block the devices after it",
+        "structured/internal/*/allocator_*.go: allocateDevice",
     ),
     "counters_by_pool_id": (
         "one Allocate call keeps the counters its search takes per driver and pool",
@@ -130,8 +152,11 @@ def rules_for(profile: Profile) -> Rules:
         invalid_pool_is_node_local=profile.release != "1.34",
         list_type_attributes=profile.gate("DRAListTypeAttributes"),
         counter_slices_everywhere=profile.release != "1.37",
+        node_slices_first=profile.release not in ("1.34", "1.35"),
         all_mode_static_capacity=profile.release == "1.37",
         shares_debit_once=profile.release == "1.37",
+        shares_debit_counters=profile.release != "1.35",
+        refusals_release_counters=profile.release in ("1.36", "1.37"),
         counters_by_pool_id=profile.release in ("1.36", "1.37"),
         admin_access="AdminAccess" in features,
         prioritized_list="PrioritizedList" in features,

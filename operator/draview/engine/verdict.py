@@ -57,15 +57,22 @@ class AllocatedState:
     # the counter check (deviceCapacityInUse): until 1.36 only shares that carry
     # consumedCapacity count; from 1.37 every share (rules.shares_debit_once).
     debited: set[str] = field(default_factory=set)
+    # Whether devices held only by shares debit their counters (rules.shares_debit_counters).
+    shares_debit: bool = True
 
     @classmethod
     def of(
-        cls, refs: Iterable[AllocRef], shareable: bool = True, shares_debit_once: bool = False
+        cls,
+        refs: Iterable[AllocRef],
+        shareable: bool = True,
+        shares_debit_once: bool = False,
+        shares_debit_counters: bool = True,
     ) -> AllocatedState:
         """shareable False (DRAConsumableCapacity off): every share is a whole allocation.
         shares_debit_once: a share without consumedCapacity also marks its device's
-        counters as debited (1.37)."""
-        st = cls()
+        counters as debited (1.37). shares_debit_counters False (1.35): only results
+        without shareID debit counters."""
+        st = cls(shares_debit=shares_debit_counters)
         for r in refs:
             if r.admin_access:
                 continue  # never makes a device used
@@ -85,8 +92,14 @@ class AllocatedState:
         return st
 
     def used(self, name: str) -> bool:
-        """IsDeviceAllocated: any non-admin result makes the device debit its counters."""
+        """Any non-admin result holds the device."""
         return name in self.dedicated or name in self.shared or name in self.capacity
+
+    def debits(self, name: str) -> bool:
+        """Whether checkAvailableCounters charges the device's counters: from 1.36
+        (IsDeviceAllocated) whenever it is used; in 1.35 only when a result without
+        shareID holds it (AllocatedDevices)."""
+        return name in self.dedicated or (self.shares_debit and self.used(name))
 
 
 def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, int]:
@@ -94,7 +107,7 @@ def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey,
     in use has debited it (checkAvailableCounters' view; compared, never printed)."""
     left = {k: q.nanos for k, q in parsed.counter_totals.items()}
     for name, debits in parsed.counted:
-        if state.used(name):
+        if state.debits(name):
             for key, q in debits:
                 if key in left:
                     left[key] -= q.nanos

@@ -373,10 +373,22 @@ class NodeSearch:
         if not admin and self._in_use(d, pool):
             return None
         undo: list[Callable[[], None]] = []
+        reserved = False
+        # Until 1.35 a refusal after the counter check keeps the counters reserved, and
+        # so does giving back a share (rules.refusals_release_counters).
+        releases = self.rules.refusals_release_counters
+
+        def refuse() -> None:
+            for step in reversed(undo):
+                step()
+            if reserved and releases:
+                self.counters.release(d, pool)
 
         def rollback() -> None:
             for step in reversed(undo):
                 step()
+            if reserved and (releases or not multi):
+                self.counters.release(d, pool)
 
         if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
             return None  # the profile's allocator has partitionable devices off
@@ -384,13 +396,13 @@ class NodeSearch:
         if dev.consumes_counters and not (multi and in_use):
             if not self.counters.reserve(d, pool):
                 return None
-            undo.append(lambda: self.counters.release(d, pool))
+            reserved = True
         if untolerated(d.taints, data.choice.tolerations):
-            rollback()
+            refuse()
             return None
         for c in self.constraints:
             if not c.add(data.base, data.sub, d):
-                rollback()
+                refuse()
                 if must:
                     raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
                 return None
@@ -400,7 +412,7 @@ class NodeSearch:
             undo.append(lambda: self.allocating.discard(d.id))
         used = pool.allocated.capacity.get(dev.name)
         if request_fits(dev, data.capacities, used, self.allocating_capacity.get(d.id)) is not True:
-            rollback()
+            refuse()
             return None
         if multi:
             share = taken(dev, data.capacities)
