@@ -35,6 +35,7 @@ SEEDS = range(int(os.environ.get("DRAVIEW_PROFILE_SEEDS", "150")))
 VERIFIED: dict[str, tuple[Profile, frozenset[str]]] = {
     "1.36-defaults": (make_profile("1.36"), frozenset({"devices", "partitions", "claims"})),
     "1.35-defaults": (make_profile("1.35"), frozenset({"devices", "partitions"})),
+    "1.35-all-gates": (all_gates_on("1.35"), frozenset({"devices", "partitions"})),
     "1.36-all-gates": (all_gates_on("1.36"), frozenset({"devices", "partitions", "claims"})),
     "1.37-defaults": (make_profile("1.37"), frozenset({"devices", "partitions", "claims"})),
     "1.37-all-gates": (all_gates_on("1.37"), frozenset({"devices", "partitions", "claims"})),

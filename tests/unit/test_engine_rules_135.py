@@ -31,6 +31,8 @@ def _counters(count: int, **counters: str) -> dict[str, Any]:
 
 
 def test_the_rules_apart() -> None:
+    # Checked against v0.35.10 by tests/fidelity/test_profiles.py ("1.35-all-gates").
+    assert K135.implementation == "experimental" and K135.mirrored and K135.caveat() is None
     rules = rules_for(K135)
     assert not rules.node_slices_first
     assert not rules.shares_debit_counters

@@ -282,6 +282,7 @@ class Profile:
 MIRRORED: Final = frozenset(
     {
         ("1.35", "incubating"),
+        ("1.35", "experimental"),
         ("1.36", "incubating"),
         ("1.37", "incubating"),
         ("1.37", "experimental"),
