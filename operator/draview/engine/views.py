@@ -150,6 +150,10 @@ class Parser:
         self.everywhere = rules.counter_slices_everywhere
         # node_slices_first: where it is off, any slice of the view may be met first.
         self.local_first = rules.node_slices_first
+        # 1.34: no checkSlicesInPool, incomplete pools hand out devices, counters per slice.
+        self.check_pool = rules.check_slices_in_pool
+        self.refuse_incomplete = rules.incomplete_pools_refused
+        self.per_slice = not rules.counters_per_pool
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
         self.names_done: dict[tuple[int, ...], ParsedPool] = {}
 
@@ -185,7 +189,10 @@ class Parser:
         if found is None:
             flat = self.flat
             found = parse_pool(
-                [flat[i] for i in key[0]], [flat[i] for i in key[1]], [flat[i] for i in key[2]]
+                [flat[i] for i in key[0]],
+                [flat[i] for i in key[1]],
+                [flat[i] for i in key[2]],
+                self.per_slice,
             )
             self.done[key] = found
         return found
@@ -204,7 +211,10 @@ def _outcome(
     flat: Sequence[FlatSlice], view: list[int], generation: int, count: int, parse: Parser
 ) -> Outcome:
     others: list[int] = []
-    if len(view) != count:
+    if len(view) != count and not parse.check_pool:
+        if parse.refuse_incomplete:
+            return Outcome("incomplete")
+    elif len(view) != count:
         # checkSlicesInPool: the rest of the pool decides.
         gens = [fs.slice.pool.generation for fs in flat]
         if any(g > generation for g in gens):

@@ -392,7 +392,10 @@ class NodeSearch:
 
         if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
             return None  # the profile's allocator has partitionable devices off
-        in_use = d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
+        # 1.34 checks the counters for every share (rules.shares_skip_counter_check).
+        in_use = self.rules.shares_skip_counter_check and (
+            d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
+        )
         if dev.consumes_counters and not (multi and in_use):
             if not self.counters.reserve(d, pool):
                 return None
@@ -457,9 +460,12 @@ class _Counters:
         consumed = self.consumed.setdefault(name, {})
         for key, q in d.debits:
             consumed[key] = consumed.get(key, 0) + q.nanos
-        for key, left in available.items():
-            # A counter this attempt does not touch still fails when already negative.
-            if left < consumed.get(key, 0):
+        # A counter this attempt does not touch still fails when already negative; per
+        # slice (1.34) only the device's own slice's counters count, all in its debits.
+        per_slice = pool.parsed is not None and pool.parsed.per_slice
+        for key in [k for k, _ in d.debits] if per_slice else available:
+            left = available.get(key)
+            if left is not None and left < consumed.get(key, 0):
                 self.release(d, pool)
                 return False
         return True
