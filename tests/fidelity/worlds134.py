@@ -9,7 +9,8 @@ counts its own: that is 1.34's allocator), consumption of a set or counter the p
 never defines is dropped (1.34 would refuse the slice), and so are counter sets over
 the 32-counter limit together with what their devices consume of them.
 
-Taints with effect None (added in 1.35) are dropped, and DeviceTaintRules with it.
+Taints with effect None (added in 1.35) are dropped, and DeviceTaintRules with it; the
+others are written as resource.k8s.io/v1alpha3, the one version 1.34 serves them in.
 
 Pools made invalid by duplicate device names stay out too: 1.34's allocator aborts the
 whole scheduling attempt when its search meets one, whichever pool the claim asks for
@@ -27,6 +28,8 @@ MAX_SHARED_COUNTERS = 32  # ResourceSliceMaxSharedCounters in k8s.io/api v0.34
 
 def as_134(objects: list[Obj]) -> list[Obj]:
     out = [o for o in copy.deepcopy(objects) if not _none_rule(o)]
+    for rule in (o for o in out if o.get("kind") == "DeviceTaintRule"):
+        rule["apiVersion"] = "resource.k8s.io/v1alpha3"
     slices = [o for o in out if o.get("kind") == "ResourceSlice"]
     for s in slices:
         for dev in s["spec"].get("devices") or ():
