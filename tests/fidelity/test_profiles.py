@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tests.fidelity.harness import (
@@ -26,6 +27,7 @@ from tests.fidelity.harness import (
 )
 from tests.fidelity.oracle import Oracle
 from tests.fidelity.worldgen import World, generate
+from tests.fidelity.worlds134 import as_134
 
 from draview.engine.profile import Profile, all_gates_on, make_profile
 
@@ -35,6 +37,9 @@ SEEDS = range(int(os.environ.get("DRAVIEW_PROFILE_SEEDS", "150")))
 VERIFIED: dict[str, tuple[Profile, frozenset[str]]] = {
     "1.36-defaults": (make_profile("1.36"), frozenset({"devices", "partitions", "claims"})),
     "1.35-defaults": (make_profile("1.35"), frozenset({"devices", "partitions"})),
+    "1.34-defaults": (make_profile("1.34"), frozenset({"devices", "partitions"})),
+    "1.34-all-gates": (all_gates_on("1.34"), frozenset({"devices", "partitions"})),
+    "1.35-all-gates": (all_gates_on("1.35"), frozenset({"devices", "partitions"})),
     "1.36-all-gates": (all_gates_on("1.36"), frozenset({"devices", "partitions", "claims"})),
     "1.37-defaults": (make_profile("1.37"), frozenset({"devices", "partitions", "claims"})),
     "1.37-all-gates": (all_gates_on("1.37"), frozenset({"devices", "partitions", "claims"})),
@@ -44,6 +49,11 @@ VERIFIED: dict[str, tuple[Profile, frozenset[str]]] = {
 @pytest.fixture(scope="module")
 def worlds() -> list[World]:
     return [generate(seed) for seed in SEEDS]
+
+
+def objects(world: World, profile: Profile) -> list[dict[str, Any]]:
+    """The world as the profile's API server holds it (worlds134.py for 1.34)."""
+    return as_134(world.objects) if profile.release == "1.34" else world.objects
 
 
 @pytest.fixture(scope="module", params=sorted(VERIFIED))
@@ -75,15 +85,16 @@ def test_device_states(
 ) -> None:
     profile, checks, oracle = checked
     assert "devices" in checks
-    answers = oracle.ask_many([device_case(str(w.seed), w.objects, profile) for w in worlds])
+    held = [objects(w, profile) for w in worlds]
+    answers = oracle.ask_many(
+        [device_case(str(w.seed), o, profile) for w, o in zip(worlds, held, strict=True)]
+    )
     failures: list[str] = []
     devices = 0
-    for world, answer in zip(worlds, answers, strict=True):
+    for world, objs, answer in zip(worlds, held, answers, strict=True):
         assert "error" not in answer, f"seed {world.seed}: the oracle refused: {answer['error']}"
         devices += len(answer["probes"])
-        failures.extend(
-            f"seed {world.seed}: {d}" for d in compare_devices(world.objects, answer, profile)
-        )
+        failures.extend(f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile))
     assert devices > 20 * len(worlds)
     assert not failures, f"{profile.label()}:\n" + "\n".join(failures[:10])
 
@@ -94,7 +105,8 @@ def test_partition_figures(
     profile, checks, oracle = checked
     assert "partitions" in checks
     cases = [
-        partition_case(str(w.seed), w.objects, w.partition_attributes, profile) for w in worlds
+        partition_case(str(w.seed), objects(w, profile), w.partition_attributes, profile)
+        for w in worlds
     ]
     answers = oracle.ask_many([case for case, _ in cases])
     failures = [
@@ -111,10 +123,13 @@ def test_pending_claims(checked: tuple[Profile, frozenset[str], Oracle]) -> None
         # Not a skip: the profile's claims are a known gap (README support table); this
         # asserts that the gap is still there, so closing it is noticed.
         worlds = [generate(seed) for seed in range(100)]
-        answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
+        held = [objects(w, profile) for w in worlds]
+        answers = oracle.ask_many(
+            [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
+        )
         diffs = sum(
-            len(compare_claims(w.objects, w.pending, a, profile)[0])
-            for w, a in zip(worlds, answers, strict=True)
+            len(compare_claims(o, w.pending, a, profile)[0])
+            for w, o, a in zip(worlds, held, answers, strict=True)
         )
         assert diffs > 0, f"{profile.label()}: pending claims now agree; add 'claims' to VERIFIED"
         return

@@ -109,6 +109,9 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "partitionable",
         "shareable",
         "list_type_attributes",
+        "node_slices_first",
+        "shares_debit_counters",
+        "refusals_release_counters",
         "counters_by_pool_id",
     ]
     assert differences(make_profile("1.36")) == ["taint_rules", "list_type_attributes"]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from draview.api.slices import Device
 from draview.api.status import DeviceState, Partition
 from draview.engine.attributes import attribute
+from draview.engine.capacity import request_fits
+from draview.engine.flatten import FlatSlice
 from draview.engine.validate import CounterKey
 from draview.quantity import Quantity
 
@@ -29,8 +31,9 @@ class PartitionInput:
     at: tuple[int, int]  # (slice index, device index) in the pool
     current: bool  # of the pool's newest generation (the ones `total` counts)
     # Refused alone only because its node selector has several terms: with a node-local
-    # device ahead of it in a result the allocator takes it, otherwise it aborts. Only
-    # its first-fit search can tell, so no count of the type is exact.
+    # device ahead of it in a result the allocator takes it, otherwise it aborts. Or,
+    # until 1.35, tainted after reserving counters it never gives back. Only the
+    # first-fit search can tell, so no count of the type is exact.
     first_fit: bool = False
 
 
@@ -109,6 +112,39 @@ def _max_together(
             total += _greedy(comp, left)
             exact = False
     return total, exact
+
+
+def first_fit_per_slice(
+    parts: list[Partition],
+    driver: str,
+    inputs: Sequence[PartitionInput],
+    flat: Sequence[FlatSlice],
+    used: Mapping[str, Mapping[str, Quantity]],
+) -> None:
+    """1.34 with consumable capacity re-checks the k-th device of a request against the
+    device at index k of its slice (rules.capacity_recheck_own_device): a count n stays
+    exact only where every slice holding the type has n devices and its first n each
+    take a whole-device request (`used`: what shares hold); elsewhere only the
+    first-fit search can tell."""
+
+    def supplies(i: int, n: int) -> bool:
+        devs = flat[i].devices
+        return len(devs) >= n and all(
+            request_fits(d, None, used.get(d.name)) is True for d in devs[:n]
+        )
+
+    for part in parts:
+        n = part["allocatable"]
+        if part["method"] != "exact" or n < 1:
+            continue
+        held = {
+            i.at[0]
+            for i in inputs
+            if i.state in ("Available", "PartiallyAllocated")
+            and str(attribute(i.device, driver, part["attribute"])) == part["type"]
+        }
+        if not all(supplies(s, n) for s in held):
+            part["method"] = "firstFit"
 
 
 def partitions(

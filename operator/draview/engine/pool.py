@@ -34,7 +34,7 @@ from draview.engine.flatten import FlatSlice, flatten_slice
 from draview.engine.model import AllocRef, EngineOptions, PoolKey, ValidationErrors
 from draview.engine.nodeviews import Summary as NodeViews
 from draview.engine.nodeviews import as_condition, summarize, unreachable_devices
-from draview.engine.partitions import PartitionInput, partitions
+from draview.engine.partitions import PartitionInput, first_fit_per_slice, partitions
 from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.rules import DEFAULT_RULES, Rules, project, rules_for
 from draview.engine.summary import SummaryAcc
@@ -137,6 +137,9 @@ class _PoolComputation:
             (r for refs in by_device.values() for r in refs),
             prepared.rules.shareable,
             prepared.rules.shares_debit_once,
+            prepared.rules.shares_debit_counters,
+            prepared.rules.shares_skip_counter_check,
+            prepared.rules.capacity_recheck_own_device,
         )
         self.in_use = {n for n in by_device if self.alloc.used(n)}
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
@@ -144,7 +147,7 @@ class _PoolComputation:
         # in-use device's debits, and a Quantity per addition was a tenth of the work.
         consumed: dict[CounterKey, int] = {}
         fmts: dict[CounterKey, Format] = {}
-        for name in sorted(self.in_use):
+        for name in sorted(n for n in self.in_use if self.alloc.debits(n)):
             for ckey, q in parsed.consumption.get(name, ()):
                 before = consumed.get(ckey)
                 if not before:
@@ -326,9 +329,9 @@ def prepare_pool(
     ps = gather_pool(key, slices)
     current = [project(flatten_slice(s), rules) for s in ps.current]
     stale = [project(flatten_slice(s), rules) for s in ps.stale]
-    parsed = parse_pool(current)
+    parsed = parse_pool(current, per_slice=not rules.counters_per_pool)
     flat = [*current, *stale]
-    parse = Parser(flat, rules.partitionable, rules.counter_slices_everywhere)
+    parse = Parser(flat, rules)
     parse.seed(range(len(current)), parsed)
     views = tuple(build_views(flat, nodes, parse))
     by, by_first = bystander(flat, parse)
@@ -423,7 +426,11 @@ def _judge_slices(
             "summary": acc.render(),
         }
         if fs.counter_sets and not is_stale:
-            body["counterSets"] = [_copy_set(comp.sets[c.name]) for c in fs.counter_sets]
+            # Per slice (1.34) the pool's sets are named "slice/set"; a slice shows its own.
+            own = f"{fs.slice.name}/" if comp.parsed.per_slice else ""
+            body["counterSets"] = [
+                {**_copy_set(comp.sets[own + c.name]), "name": c.name} for c in fs.counter_sets
+            ]
         out.append(SliceResult(fs.slice, body))
     return out
 
@@ -528,6 +535,9 @@ def _partitions(
     if not attrs:
         return []
     n_current = len(ps.current)
+    # Until 1.35 a tainted device the search meets keeps the counters it reserved
+    # (rules.refusals_release_counters): only a first-fit search can count its type.
+    leaks = not comp.prepared.rules.refusals_release_counters
     inputs = [
         PartitionInput(
             comp.flat[i].devices[j],
@@ -535,7 +545,8 @@ def _partitions(
             comp.debits(i, j),
             (i, j),
             i < n_current,
-            d.get("stateReason") == "UnsupportedNodeSelector",
+            d.get("stateReason") == "UnsupportedNodeSelector"
+            or (leaks and d.get("stateReason") == "Tainted" and bool(comp.debits(i, j))),
         )
         for i, sr in enumerate(slice_results)
         for j, d in enumerate(sr.status["devices"])
@@ -545,4 +556,7 @@ def _partitions(
         (handed, {k: Quantity(n) for k, n in left.items()})
         for handed, left in comp.judgement.free_by_view
     ]
-    return partitions(key[0], attrs, inputs, views, opts.exact_partition_limit)
+    parts = partitions(key[0], attrs, inputs, views, opts.exact_partition_limit)
+    if comp.alloc.recheck_first:
+        first_fit_per_slice(parts, key[0], inputs, comp.flat, comp.alloc.capacity)
+    return parts

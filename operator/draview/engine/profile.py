@@ -251,7 +251,8 @@ class Profile:
     def mirrored(self) -> bool:
         """Whether draview mirrors this release's allocator implementation (each such pair
         is checked against that allocator by tests/fidelity/test_profiles.py). Where it
-        does not, the nearest release's rules for the same gates are used."""
+        does not, the rules draview knows for the release (engine/rules.py) are used:
+        1.34's leave out only that an invalid pool aborts the whole attempt."""
         return (self.release, self.implementation) in MIRRORED
 
     def caveat(self) -> str | None:
@@ -260,8 +261,8 @@ class Profile:
             return None
         return (
             f"Kubernetes {self.release}'s allocator ({self.implementation}, as its scheduler "
-            "picks it for these gates) is not mirrored yet: the answers follow the nearest "
-            "mirrored release and may differ from that scheduler's"
+            "picks it for these gates) is not fully mirrored yet: the answers follow "
+            f"draview's rules for {self.release} and may differ from that scheduler's"
         )
 
     def label(self) -> str:
@@ -282,6 +283,7 @@ class Profile:
 MIRRORED: Final = frozenset(
     {
         ("1.35", "incubating"),
+        ("1.35", "experimental"),
         ("1.36", "incubating"),
         ("1.37", "incubating"),
         ("1.37", "experimental"),

@@ -29,7 +29,16 @@ class Rules:
     invalid_pool_is_node_local: bool = True
     list_type_attributes: bool = True
     counter_slices_everywhere: bool = True
+    node_slices_first: bool = True
+    check_slices_in_pool: bool = True
+    incomplete_pools_refused: bool = True
+    counters_per_pool: bool = True
+    shares_skip_counter_check: bool = True
+    unpartitioned_skips_counter_slices: bool = True
+    capacity_recheck_own_device: bool = True
     shares_debit_once: bool = False
+    shares_debit_counters: bool = True
+    refusals_release_counters: bool = True
     counters_by_pool_id: bool = True
     all_mode_static_capacity: bool = False
     admin_access: bool = True
@@ -76,16 +85,70 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "plugins/dynamicresources/dynamicresources.go: cel.NewCache Features",
     ),
     "counter_slices_everywhere": (
-        "slices with sharedCounters reach every node; from 1.37 only the nodes they "
-        "select, the others joining when a node's view looks incomplete",
-        "1.34-1.36 (1.37 changed GatherPools and the slices handed to it)",
+        "slices with sharedCounters reach every node; in 1.34 and from 1.37 only the "
+        "nodes they select (from 1.37 the others join when a node's view looks incomplete)",
+        "1.35-1.36 (1.37 changed GatherPools and the slices handed to it)",
         "structured/internal/*/pools_*.go: GatherPools, buildPool; allocator_*.go: Allocate",
+    ),
+    "node_slices_first": (
+        "GatherPools meets the node's own slices (by nodeName) before the others, so "
+        "their resourceSliceCount decides completeness; before, the list order alone",
+        "1.36+ (1.34 and 1.35 hand GatherPools every slice in the order listed)",
+        "structured/internal/*/allocator_*.go: Allocate (slicesOnNode, slicesShared)",
+    ),
+    "check_slices_in_pool": (
+        "a node's view that looks incomplete is completed (or made obsolete) by the "
+        "pool's slices the node does not gather",
+        "1.35+ (1.34 judges a pool by the slices the node gathers alone)",
+        "structured/internal/*/pools_*.go: GatherPools, checkSlicesInPool",
+    ),
+    "incomplete_pools_refused": (
+        "an incomplete pool hands out no device",
+        "1.35+ (1.34 allocates from it; only allocationMode All fails on one)",
+        "structured/internal/*/pools_*.go: GatherPools; allocator_*.go: allocateOne",
+    ),
+    "counters_per_pool": (
+        "counter sets belong to the pool: a device may consume those of another slice, "
+        "and the counters of every allocated device of the pool are debited",
+        "1.35+ (1.34 keeps them per slice: a device answers only to its own slice's "
+        "counter sets, and one of them overdrawn refuses only that slice's devices)",
+        "structured/internal/*/allocator_*.go: checkAvailableCounters",
+    ),
+    "shares_skip_counter_check": (
+        "a shareable device whose shares already hold capacity skips the counter check",
+        "1.35+ (1.34 checks the counters for every share)",
+        "structured/internal/*/allocator_*.go: allocateDevice (skipCounterCheck)",
+    ),
+    "unpartitioned_skips_counter_slices": (
+        "with partitionable devices off GatherPools skips slices with sharedCounters",
+        "1.35+ (1.34 skips only slices with perDeviceNodeSelection)",
+        "structured/internal/*/pools_*.go: GatherPools",
+    ),
+    "capacity_recheck_own_device": (
+        "allocateDevice checks the request against the capacity of the device it takes",
+        "1.35+ (1.34 checks it a second time against the slice's device at the index "
+        "of the request's device count, the first device for a claim of one: its "
+        "capacities, shares and policies)",
+        "structured/internal/experimental/allocator_experimental.go: allocateDevice",
     ),
     "shares_debit_once": (
         "a share without consumedCapacity marks its device's counters as debited, so "
         "further shares skip the counter check",
         "1.37 (until 1.36 every such share charged the counters again: CountersChargedPerShare)",
         "structured/internal/*/allocator_*.go: deviceCapacityInUse",
+    ),
+    "shares_debit_counters": (
+        "a device held only by results with a shareID debits its counters like one held whole",
+        "1.36+ (IsDeviceAllocated); 1.35's experimental allocator counts AllocatedDevices "
+        "only, so shares leave the counters untouched",
+        "structured/internal/*/allocator_*.go: checkAvailableCounters",
+    ),
+    "refusals_release_counters": (
+        "a device refused after its counters were reserved (a taint, a constraint) gives "
+        "them back, and so does a share undone while backtracking",
+        "1.36+ (rollbackDevice); until 1.35 they stay reserved for the rest of the "
+        "Allocate call, so a tainted device can block the devices after it",
+        "structured/internal/*/allocator_*.go: allocateDevice",
     ),
     "counters_by_pool_id": (
         "one Allocate call keeps the counters its search takes per driver and pool",
@@ -129,9 +192,19 @@ def rules_for(profile: Profile) -> Rules:
         shareable="ConsumableCapacity" in features,
         invalid_pool_is_node_local=profile.release != "1.34",
         list_type_attributes=profile.gate("DRAListTypeAttributes"),
-        counter_slices_everywhere=profile.release != "1.37",
+        counter_slices_everywhere=profile.release in ("1.35", "1.36"),
+        node_slices_first=profile.release not in ("1.34", "1.35"),
+        check_slices_in_pool=profile.release != "1.34",
+        incomplete_pools_refused=profile.release != "1.34",
+        counters_per_pool=profile.release != "1.34",
+        shares_skip_counter_check=profile.release != "1.34",
+        unpartitioned_skips_counter_slices=profile.release != "1.34",
+        capacity_recheck_own_device=profile.release != "1.34"
+        or not profile.gate("DRAConsumableCapacity"),
         all_mode_static_capacity=profile.release == "1.37",
         shares_debit_once=profile.release == "1.37",
+        shares_debit_counters=profile.release not in ("1.34", "1.35"),
+        refusals_release_counters=profile.release in ("1.36", "1.37"),
         counters_by_pool_id=profile.release in ("1.36", "1.37"),
         admin_access="AdminAccess" in features,
         prioritized_list="PrioritizedList" in features,
@@ -195,7 +268,8 @@ def project(fs: FlatSlice, rules: Rules) -> FlatSlice:
     drop_taints = not rules.taints and any(d.taints for d in fs.devices)
     drop_sharing = not rules.shareable and any(d.allow_multiple_allocations for d in fs.devices)
     ignored = not rules.partitionable and bool(
-        fs.counter_sets or fs.slice.per_device_node_selection
+        (fs.counter_sets and rules.unpartitioned_skips_counter_slices)
+        or fs.slice.per_device_node_selection
     )
     if not (drop_taints or drop_sharing or ignored):
         return fs

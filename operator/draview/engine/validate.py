@@ -39,6 +39,9 @@ class ParsedPool:
     # False where the profile's allocator has partitionable devices off: a device that
     # consumes counters is never handed out.
     partitionable: bool = True
+    # 1.34 (rules.counters_per_pool off): counter sets are a slice's own, named
+    # "slice/set", and a device answers only to its own slice's counters.
+    per_slice: bool = False
 
     def has_policy(self, dev: Device) -> bool:
         found = self.policy_cache.get(id(dev.capacity))
@@ -75,12 +78,18 @@ def parse_pool(
     counter_slices: Sequence[FlatSlice],
     device_slices: Sequence[FlatSlice] | None = None,
     other_slices: Sequence[FlatSlice] = (),
+    per_slice: bool = False,
 ) -> ParsedPool:
     """Validate like the allocator's buildPool: counter sets come from `counter_slices`,
     device names must be unique within `device_slices`, and every device of those and of
     `other_slices` (the pool's slices that do not reach the node) must consume only
-    counters that exist. Called with one list, that list plays every part."""
-    parser = _PoolParser()
+    counters that exist. Called with one list, that list plays every part.
+
+    per_slice: as 1.34's allocator reads a pool (checkAvailableCounters keyed by slice):
+    each slice's counter sets are its own, a device debits only those, and one of them
+    overdrawn refuses every device of that slice (zero debits on the counters a device
+    does not consume say so); nothing but device names is validated."""
+    parser = _PoolParser(per_slice)
     for fs in counter_slices:
         parser.counter_sets(fs)
     for fs in counter_slices if device_slices is None else device_slices:
@@ -118,27 +127,31 @@ class _PoolParser:
     map that parsed cleanly once is not walked again. Keyed by id, which is safe while
     the slices keep every map alive."""
 
-    def __init__(self) -> None:
-        self.pool = ParsedPool()
+    def __init__(self, per_slice: bool = False) -> None:
+        self.pool = ParsedPool(per_slice=per_slice)
         self.errors = self.pool.errors
         self.declared: dict[str, frozenset[str]] = {}  # counter set -> its counters
         self.parsed_maps: dict[int, list[tuple[str, Quantity]]] = {}
         self.clean_capacities: set[int] = set()
+        self.per_slice = per_slice
+        self.own: dict[str, list[str]] = {}  # per_slice: slice -> its counter sets
 
     def counter_sets(self, fs: FlatSlice) -> None:
         p = self.pool
         for cs in fs.counter_sets:
-            if cs.name in p.counter_set_slice:
+            name = f"{fs.slice.name}/{cs.name}" if self.per_slice else cs.name
+            if name in p.counter_set_slice:
                 self.errors.append(
                     f"DuplicateCounterSet: counter set {cs.name} is defined in slices "
-                    f"{p.counter_set_slice[cs.name]} and {fs.slice.name}"
+                    f"{p.counter_set_slice[name]} and {fs.slice.name}"
                 )
                 continue
-            p.counter_set_slice[cs.name] = fs.slice.name
-            shared = _SHARED_SETS.get((cs.name, id(cs.counters)))
+            p.counter_set_slice[name] = fs.slice.name
+            self.own.setdefault(fs.slice.name, []).append(name)
+            shared = _SHARED_SETS.get((name, id(cs.counters)))
             if shared is None or shared[0] is not cs.counters:
-                shared = self._counter_set(cs.name, cs.counters)
-            _, self.declared[cs.name], totals, p.sets[cs.name] = shared
+                shared = self._counter_set(name, cs.counters)
+            _, self.declared[name], totals, p.sets[name] = shared
             p.counter_totals.update(totals)
 
     def _counter_set(self, name: str, counters: Mapping[str, str]) -> _ParsedSet:
@@ -160,9 +173,31 @@ class _PoolParser:
             _SHARED_SETS[(name, id(counters))] = parsed
         return parsed
 
-    def debits(self, dev: Device) -> list[tuple[CounterKey, Quantity]]:
+    def _own_debits(self, slice_name: str, dev: Device) -> list[tuple[CounterKey, Quantity]]:
+        """1.34: what `dev` debits of its own slice's counter sets, plus a zero debit on
+        every other counter of them; consumption of any other set is never checked."""
+        debits: list[tuple[CounterKey, Quantity]] = []
+        for cc in dev.consumes_counters:
+            name = f"{slice_name}/{cc.counter_set}"
+            known = self.declared.get(name, frozenset())
+            for counter, text in cc.counters.items():
+                q = parse_q(text, f"device {dev.name} consumes {counter}", self.errors)
+                if q is not None and counter in known:
+                    debits.append(((name, counter), q))
+        if not dev.consumes_counters:
+            return debits
+        zero, touched = Quantity.zero(), {key for key, _ in debits}
+        for name in self.own.get(slice_name, ()):
+            debits.extend(
+                ((name, c), zero) for c in self.declared[name] if (name, c) not in touched
+            )
+        return debits
+
+    def debits(self, dev: Device, slice_name: str = "") -> list[tuple[CounterKey, Quantity]]:
         """What one allocation of `dev` debits; unknown sets and counters are errors.
         The list may be shared with other devices and pools: never change it."""
+        if self.per_slice:
+            return self._own_debits(slice_name, dev)
         if len(dev.consumes_counters) == 1:
             cc = dev.consumes_counters[0]
             shared = _SHARED_DEBITS.get((cc.counter_set, id(cc.counters)))
@@ -214,7 +249,7 @@ class _PoolParser:
 
     def device(self, slice_name: str, dev: Device) -> None:
         p = self.pool
-        debits = self.debits(dev)
+        debits = self.debits(dev, slice_name)
         p.counted.append((dev.name, debits))
         if dev.name in p.devices:
             self.errors.append(

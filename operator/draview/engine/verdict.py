@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from draview.api.slices import Device
-from draview.engine.capacity import capacity_fits
+from draview.engine.capacity import capacity_fits, probe_requests, request_fits
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import AllocRef
 from draview.engine.validate import CounterKey, ParsedPool
@@ -57,15 +57,28 @@ class AllocatedState:
     # the counter check (deviceCapacityInUse): until 1.36 only shares that carry
     # consumedCapacity count; from 1.37 every share (rules.shares_debit_once).
     debited: set[str] = field(default_factory=set)
+    # Whether devices held only by shares debit their counters (rules.shares_debit_counters).
+    shares_debit: bool = True
+    # 1.34 checks capacity a second time against the slice's first device instead of the
+    # one asked for (rules.capacity_recheck_own_device off).
+    recheck_first: bool = False
 
     @classmethod
     def of(
-        cls, refs: Iterable[AllocRef], shareable: bool = True, shares_debit_once: bool = False
+        cls,
+        refs: Iterable[AllocRef],
+        shareable: bool = True,
+        shares_debit_once: bool = False,
+        shares_debit_counters: bool = True,
+        shares_skip_counter_check: bool = True,
+        capacity_recheck_own_device: bool = True,
     ) -> AllocatedState:
         """shareable False (DRAConsumableCapacity off): every share is a whole allocation.
         shares_debit_once: a share without consumedCapacity also marks its device's
-        counters as debited (1.37)."""
-        st = cls()
+        counters as debited (1.37). shares_debit_counters False (1.34, 1.35): only
+        results without shareID debit counters. shares_skip_counter_check False (1.34):
+        no share marks its device debited, every new share is checked again."""
+        st = cls(shares_debit=shares_debit_counters, recheck_first=not capacity_recheck_own_device)
         for r in refs:
             if r.admin_access:
                 continue  # never makes a device used
@@ -73,10 +86,11 @@ class AllocatedState:
                 st.dedicated.add(r.device)
                 continue
             st.shared.add(r.device)
-            if shares_debit_once:
+            if shares_debit_once and shares_skip_counter_check:
                 st.debited.add(r.device)
             if r.consumed:
-                st.debited.add(r.device)
+                if shares_skip_counter_check:
+                    st.debited.add(r.device)
                 into = st.capacity.setdefault(r.device, {})
                 for name, text in r.consumed:
                     q = try_parse_quantity(text)
@@ -85,8 +99,14 @@ class AllocatedState:
         return st
 
     def used(self, name: str) -> bool:
-        """IsDeviceAllocated: any non-admin result makes the device debit its counters."""
+        """Any non-admin result holds the device."""
         return name in self.dedicated or name in self.shared or name in self.capacity
+
+    def debits(self, name: str) -> bool:
+        """Whether checkAvailableCounters charges the device's counters: from 1.36
+        (IsDeviceAllocated) whenever it is used; in 1.35 only when a result without
+        shareID holds it (AllocatedDevices)."""
+        return name in self.dedicated or (self.shares_debit and self.used(name))
 
 
 def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey, int]:
@@ -94,7 +114,7 @@ def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey,
     in use has debited it (checkAvailableCounters' view; compared, never printed)."""
     left = {k: q.nanos for k, q in parsed.counter_totals.items()}
     for name, debits in parsed.counted:
-        if state.used(name):
+        if state.debits(name):
             for key, q in debits:
                 if key in left:
                     left[key] -= q.nanos
@@ -225,7 +245,10 @@ def _checks(
     for o in view.outcomes:
         if o.kind == "ok" and o.parsed is not None:
             left = left_for(o.parsed)
-            checks.append(ViewCheck(o.parsed, left, any(n < 0 for n in left.values())))
+            # Per slice (1.34) an overdrawn counter refuses only its slice's devices,
+            # which their zero debits on it already say.
+            over = not o.parsed.per_slice and any(n < 0 for n in left.values())
+            checks.append(ViewCheck(o.parsed, left, over))
         else:
             checks.append(_KIND_REASON[o.kind])
     return checks
@@ -260,6 +283,11 @@ class _Judging:
             else c.refusals(devs, taints, self.state, self.blocked)
             for c in checks
         ]
+        if self.state.recheck_first:
+            for reasons in by_check:
+                for k, at in enumerate(targets):
+                    if reasons[k] is None and not _rechecks_first(self.flat, at, self.state):
+                        reasons[k] = "InsufficientCapacity"
         unsupported, best, per_count = view.unsupported, self.best, self.per_count
         free: set[tuple[int, int]] = set()
         fresh = not best  # the first view: nothing to compare with
@@ -286,6 +314,16 @@ class _Judging:
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
             self.free_by_view.append((free, first_ok.left))
+
+
+def _rechecks_first(flat: Sequence[FlatSlice], at: tuple[int, int], state: AllocatedState) -> bool:
+    """1.34's allocateDevice checks capacity again with the probe's request, but against
+    the slice's device at the request's device index (0 for one device): the first."""
+    devices = flat[at[0]].devices
+    first = devices[0]
+    return (
+        request_fits(first, probe_requests(devices[at[1]]), state.capacity.get(first.name)) is True
+    )
 
 
 def _of_counts(reasons: list[str | None]) -> Verdict:

@@ -23,6 +23,7 @@ from draview.api.common import NodeSelector
 from draview.api.nodes import AssumedNodes, NodeGroups, NodeInfo
 from draview.engine.flatten import FlatSlice
 from draview.engine.nodes import node_matches
+from draview.engine.rules import REFERENCE, Rules
 from draview.engine.validate import ParsedPool, parse_pool
 
 
@@ -139,16 +140,20 @@ class Parser:
     the pool-wide parse of the newest slices, which is what almost every view needs: a
     pool of 1,000 MIG nodes would otherwise be parsed (and held) twice."""
 
-    def __init__(
-        self, flat: Sequence[FlatSlice], partitionable: bool = True, everywhere: bool = True
-    ) -> None:
+    def __init__(self, flat: Sequence[FlatSlice], rules: Rules = REFERENCE) -> None:
         self.flat = flat
         # Without partitionable devices buildPool checks device names only, and never
         # the slices that do not reach the node.
-        self.partitionable = partitionable
+        self.partitionable = rules.partitionable
         # counter_slices_everywhere (engine/rules.py): where it is off, the counter
         # slices of the rest of the pool are counter sources like the node's own.
-        self.everywhere = everywhere
+        self.everywhere = rules.counter_slices_everywhere
+        # node_slices_first: where it is off, any slice of the view may be met first.
+        self.local_first = rules.node_slices_first
+        # 1.34: no checkSlicesInPool, incomplete pools hand out devices, counters per slice.
+        self.check_pool = rules.check_slices_in_pool
+        self.refuse_incomplete = rules.incomplete_pools_refused
+        self.per_slice = not rules.counters_per_pool
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
         self.names_done: dict[tuple[int, ...], ParsedPool] = {}
 
@@ -184,7 +189,10 @@ class Parser:
         if found is None:
             flat = self.flat
             found = parse_pool(
-                [flat[i] for i in key[0]], [flat[i] for i in key[1]], [flat[i] for i in key[2]]
+                [flat[i] for i in key[0]],
+                [flat[i] for i in key[1]],
+                [flat[i] for i in key[2]],
+                self.per_slice,
             )
             self.done[key] = found
         return found
@@ -203,7 +211,10 @@ def _outcome(
     flat: Sequence[FlatSlice], view: list[int], generation: int, count: int, parse: Parser
 ) -> Outcome:
     others: list[int] = []
-    if len(view) != count:
+    if len(view) != count and not parse.check_pool:
+        if parse.refuse_incomplete:
+            return Outcome("incomplete")
+    elif len(view) != count:
         # checkSlicesInPool: the rest of the pool decides.
         gens = [fs.slice.pool.generation for fs in flat]
         if any(g > generation for g in gens):
@@ -227,12 +238,15 @@ def _view(
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
     stale = tuple(i for i in rel if flat[i].slice.pool.generation != generation)
-    # The scheduler hands GatherPools the node's own slices (by nodeName) first; until
-    # 1.37 slices with counter sets were among the shared ones whatever their nodeName.
+    # From 1.36 the scheduler hands GatherPools the node's own slices (by nodeName)
+    # first; until 1.37 slices with counter sets were among the shared ones whatever
+    # their nodeName. Before 1.36 the list order alone decides (rules.node_slices_first).
     local = [
         i
         for i in view
-        if flat[i].slice.node_name and not (flat[i].counter_sets and parse.everywhere)
+        if parse.local_first
+        and flat[i].slice.node_name
+        and not (flat[i].counter_sets and parse.everywhere)
     ]
     counts = sorted({flat[i].slice.pool.resource_slice_count for i in (local or view)})
     targets: list[tuple[int, int]] = []

@@ -373,24 +373,39 @@ class NodeSearch:
         if not admin and self._in_use(d, pool):
             return None
         undo: list[Callable[[], None]] = []
+        reserved = False
+        # Until 1.35 a refusal after the counter check keeps the counters reserved, and
+        # so does giving back a share (rules.refusals_release_counters).
+        releases = self.rules.refusals_release_counters
+
+        def refuse() -> None:
+            for step in reversed(undo):
+                step()
+            if reserved and releases:
+                self.counters.release(d, pool)
 
         def rollback() -> None:
             for step in reversed(undo):
                 step()
+            if reserved and (releases or not multi):
+                self.counters.release(d, pool)
 
         if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
             return None  # the profile's allocator has partitionable devices off
-        in_use = d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
+        # 1.34 checks the counters for every share (rules.shares_skip_counter_check).
+        in_use = self.rules.shares_skip_counter_check and (
+            d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
+        )
         if dev.consumes_counters and not (multi and in_use):
             if not self.counters.reserve(d, pool):
                 return None
-            undo.append(lambda: self.counters.release(d, pool))
+            reserved = True
         if untolerated(d.taints, data.choice.tolerations):
-            rollback()
+            refuse()
             return None
         for c in self.constraints:
             if not c.add(data.base, data.sub, d):
-                rollback()
+                refuse()
                 if must:
                     raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
                 return None
@@ -400,7 +415,7 @@ class NodeSearch:
             undo.append(lambda: self.allocating.discard(d.id))
         used = pool.allocated.capacity.get(dev.name)
         if request_fits(dev, data.capacities, used, self.allocating_capacity.get(d.id)) is not True:
-            rollback()
+            refuse()
             return None
         if multi:
             share = taken(dev, data.capacities)
@@ -445,9 +460,12 @@ class _Counters:
         consumed = self.consumed.setdefault(name, {})
         for key, q in d.debits:
             consumed[key] = consumed.get(key, 0) + q.nanos
-        for key, left in available.items():
-            # A counter this attempt does not touch still fails when already negative.
-            if left < consumed.get(key, 0):
+        # A counter this attempt does not touch still fails when already negative; per
+        # slice (1.34) only the device's own slice's counters count, all in its debits.
+        per_slice = pool.parsed is not None and pool.parsed.per_slice
+        for key in [k for k, _ in d.debits] if per_slice else available:
+            left = available.get(key)
+            if left is not None and left < consumed.get(key, 0):
                 self.release(d, pool)
                 return False
         return True

@@ -1,0 +1,126 @@
+"""The rules Kubernetes 1.34's allocator (experimental, with its defaults and with every
+DRA gate) keeps apart from 1.35's, each on the smallest world that shows it; read in
+k8s.io/dynamic-resource-allocation v0.34.13 and checked against it by
+tests/fidelity/test_profiles.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import claim, device, result, rslice
+from engine_helpers import pool, states
+
+from draview.engine.profile import all_gates_on, make_profile
+from draview.engine.rules import rules_for
+
+K134, K134_ALL = make_profile("1.34"), all_gates_on("1.34")
+K135, K135_ALL = make_profile("1.35"), all_gates_on("1.35")
+
+
+def test_the_rules_apart() -> None:
+    rules = rules_for(K134_ALL)
+    assert not (rules.check_slices_in_pool or rules.incomplete_pools_refused)
+    assert not (rules.counters_per_pool or rules.shares_skip_counter_check)
+    assert not (rules.counter_slices_everywhere or rules.capacity_recheck_own_device)
+    # The recheck only happens where consumable capacity is on.
+    assert rules_for(K134).capacity_recheck_own_device
+    # Not mirrored yet: an invalid pool anywhere aborts 1.34's attempt (README).
+    assert not K134.mirrored and K134.caveat() is not None
+
+
+def test_an_incomplete_pool_still_hands_out_devices() -> None:
+    s = rslice("s", [device("gpu-0")], count=2)
+    assert states(pool(s, profile=K135))["gpu-0"] == ("Unavailable", "PoolIncomplete")
+    assert states(pool(s, profile=K134))["gpu-0"] == ("Available", None)
+
+
+def test_without_partitionable_devices_only_counter_consumers_are_refused() -> None:
+    # 1.35 skips a slice with sharedCounters whole; 1.34 keeps it and refuses only the
+    # devices that consume counters.
+    s = rslice(
+        "s",
+        [device("whole"), device("half", counters={"set": {"memory": "4Gi"}})],
+        counter_sets={"set": {"memory": "8Gi"}},
+    )
+    assert states(pool(s, profile=K135))["whole"] == ("Unavailable", "PartitionableDevicesDisabled")
+    assert states(pool(s, profile=K134)) == {
+        "whole": ("Available", None),
+        "half": ("Unavailable", "PartitionableDevicesDisabled"),
+    }
+
+
+def _slice(name: str, *devices: dict[str, Any], count: int = 1, **counters: str) -> dict[str, Any]:
+    return rslice(name, list(devices), count=count, counter_sets={"set": counters})
+
+
+def test_counter_sets_are_each_slices_own() -> None:
+    eng = {"set": {"engines": "1"}}
+    objs = (
+        # Two allocated devices overdraw slice a's engines: every counter consumer of
+        # slice a is refused, the equally named set of slice b is untouched.
+        _slice(
+            "a",
+            device("a0", counters=eng),
+            device("a1", counters=eng),
+            device("a2", counters={"set": {"memory": "1Gi"}}),
+            count=2,
+            engines="1",
+            memory="8Gi",
+        ),
+        _slice("b", device("b0", counters=eng), count=2, engines="1", memory="8Gi"),
+        claim("c", result("a0"), result("a1")),
+    )
+    got = states(pool(*objs, profile=K134_ALL))
+    assert got["a2"] == ("Unavailable", "InsufficientSharedCapacity")
+    assert got["b0"] == ("Available", None)
+    r = pool(*objs, profile=K134_ALL)
+    names = [cs["name"] for cs in r.status["counterSets"]]
+    assert names == ["a/set", "b/set"]  # the pool's sets, one per slice
+
+
+def test_every_share_checks_the_counters() -> None:
+    # 1.35 lets a share of a device whose shares hold capacity skip the counter check;
+    # 1.34 checks (shares debit nothing, the dedicated d1 took the memory).
+    objs = (
+        _slice(
+            "a",
+            device(
+                "n0",
+                shareable=True,
+                capacity={"bandwidth": "10G"},
+                counters={"set": {"memory": "8Gi"}},
+            ),
+            device("d1", counters={"set": {"memory": "8Gi"}}),
+            memory="8Gi",
+        ),
+        claim("c", result("n0", share="7d2e", consumed={"bandwidth": "1G"}), result("d1")),
+    )
+    assert states(pool(*objs, profile=K135_ALL))["n0"] == ("PartiallyAllocated", None)
+    assert states(pool(*objs, profile=K134_ALL))["n0"][0] == "Unavailable"
+
+
+def test_capacity_is_checked_again_on_the_slices_first_device() -> None:
+    # The probe asks n1 for one unit of bandwidth; 1.34 checks that request again
+    # against n0, which has no bandwidth, and gives up.
+    s = rslice(
+        "s",
+        [
+            device("n0", capacity={"cores": "8"}),
+            device("n1", shareable=True, capacity={"bandwidth": "100G"}),
+        ],
+    )
+    assert states(pool(s, profile=K135_ALL))["n1"] == ("Available", None)
+    assert states(pool(s, profile=K134_ALL))["n1"] == ("Unavailable", "InsufficientCapacity")
+
+
+def test_a_count_beyond_a_slices_length_is_first_fit() -> None:
+    # Three "small" devices, one of them alone in its slice: 1.34 takes the third device
+    # of a request only from a slice with a third device.
+    objs = (
+        rslice("a", [device("g1", profile="small"), device("g2", profile="small")], count=2),
+        rslice("b", [device("g3", profile="small")], count=2),
+    )
+    attrs = ("gpu.example.com/profile",)
+    for profile, method in ((K135_ALL, "exact"), (K134_ALL, "firstFit")):
+        (part,) = pool(*objs, profile=profile, partition_attributes=attrs).status["partitions"]
+        assert (part["allocatable"], part["method"]) == (3, method)
