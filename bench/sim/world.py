@@ -153,52 +153,23 @@ def _shared_devices() -> list[dict[str, Any]]:
     ]
 
 
+def _local(i: int, suffix: str, driver: str, count: int, uid: str, **spec: Any) -> dict[str, Any]:
+    """A slice of node i's own pool, published for that node by name."""
+    name = node_name(i)
+    return _slice(f"{name}-{suffix}", uid, driver, name, count, nodeName=name, **spec)
+
+
 def slices(i: int) -> list[dict[str, Any]]:
-    name, kind = node_name(i), kind_of(i)
+    kind = kind_of(i)
     if kind == "whole":
-        return [
-            _slice(
-                f"{name}-gpu",
-                _uid("s", i),
-                "gpu.example.com",
-                name,
-                1,
-                nodeName=name,
-                devices=_whole_devices(i),
-            )
-        ]
+        return [_local(i, "gpu", "gpu.example.com", 1, _uid("s", i), devices=_whole_devices(i))]
     if kind == "shared":
-        return [
-            _slice(
-                f"{name}-acc",
-                _uid("s", i),
-                "acc.example.com",
-                name,
-                1,
-                nodeName=name,
-                devices=_shared_devices(),
-            )
-        ]
+        return [_local(i, "acc", "acc.example.com", 1, _uid("s", i), devices=_shared_devices())]
     counters = {c: _q("40Gi" if c == "memory" else n) for c, n in GPU_COUNTERS.items()}
+    sets = [{"name": f"gpu-{g}", "counters": counters} for g in range(GPUS)]
     return [
-        _slice(
-            f"{name}-counters",
-            _uid("c", i),
-            "mig.example.com",
-            name,
-            2,
-            nodeName=name,
-            sharedCounters=[{"name": f"gpu-{g}", "counters": counters} for g in range(GPUS)],
-        ),
-        _slice(
-            f"{name}-mig",
-            _uid("s", i),
-            "mig.example.com",
-            name,
-            2,
-            nodeName=name,
-            devices=_mig_devices(i),
-        ),
+        _local(i, "counters", "mig.example.com", 2, _uid("c", i), sharedCounters=sets),
+        _local(i, "mig", "mig.example.com", 2, _uid("s", i), devices=_mig_devices(i)),
     ]
 
 

@@ -118,8 +118,9 @@ class Writer:
                     key = (plural, item["metadata"]["name"])
                     data = canonical(item)
                     before = self.known.get(key)
-                    same = before is not None and before.data() == data
-                    known[key] = before if same and before else Known.of(item, data)
+                    if before is None or before.data() != data:
+                        before = Known.of(item, data)
+                    known[key] = before
         self.known = known
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
