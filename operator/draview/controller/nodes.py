@@ -146,8 +146,9 @@ class NodeIndex:
         return set(self._reach)
 
     def nodes_for(self, key: PoolKey) -> Sequence[NodeInfo]:
-        """The nodes to judge `key` from: every node for a pool that selects, none for
-        one whose slices name their nodes (its views do not depend on them, and the
+        """The nodes to judge `key` from: for a pool that selects, every node, grouped by
+        the label values its selectors read (each node alone when one reads names); none
+        for one whose slices name their nodes (its views do not depend on them, and the
         same empty snapshot keeps its prepared views through node events)."""
         reach = self._reach.get(key)
         if reach is None:
