@@ -372,8 +372,10 @@ class NodeSearch:
             return None
         if not admin and self._in_use(d, pool):
             return None
+        reserved = self._take_counters(d, pool, multi)
+        if reserved is None:
+            return None
         undo: list[Callable[[], None]] = []
-        reserved = False
         # Until 1.35 a refusal after the counter check keeps the counters reserved, and
         # so does giving back a share (rules.refusals_release_counters).
         releases = self.rules.refusals_release_counters
@@ -390,16 +392,6 @@ class NodeSearch:
             if reserved and (releases or not multi):
                 self.counters.release(d, pool)
 
-        if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
-            return None  # the profile's allocator has partitionable devices off
-        # 1.34 checks the counters for every share (rules.shares_skip_counter_check).
-        in_use = self.rules.shares_skip_counter_check and (
-            d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
-        )
-        if dev.consumes_counters and not (multi and in_use):
-            if not self.counters.reserve(d, pool):
-                return None
-            reserved = True
         if untolerated(d.taints, data.choice.tolerations):
             refuse()
             return None
@@ -424,6 +416,20 @@ class NodeSearch:
         self.results.append(d)
         undo.append(self._drop_last)
         return rollback
+
+    def _take_counters(self, d: SearchDevice, pool: NodePool, multi: bool) -> bool | None:
+        """allocateDevice's counter step: None when the device cannot be taken, else
+        whether its counters were reserved (a share of a device in use skips the check,
+        but for 1.34: rules.shares_skip_counter_check)."""
+        dev = d.device
+        if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
+            return None  # the profile's allocator has partitionable devices off
+        in_use = self.rules.shares_skip_counter_check and (
+            dev.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
+        )
+        if not dev.consumes_counters or (multi and in_use):
+            return False
+        return True if self.counters.reserve(d, pool) else None
 
     def _drop_last(self) -> None:
         self.results.pop()  # undone in reverse order of allocation, as backtracking does
