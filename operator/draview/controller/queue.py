@@ -50,7 +50,7 @@ class PoolQueue:
         return batch
 
     def take_all(self) -> dict[PoolKey, float]:
-        """Everything, backing off or not (a full sync judges every pool anyway)."""
+        """Everything, backing off or not: a full sync judges each of them again."""
         batch, self.dirty = self.dirty, {}
         self.due.clear()
         return batch
