@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from draview.api.slices import Device
 from draview.engine.flatten import FlatSlice
 from draview.quantity import Quantity, QuantityError, parse_quantity
+
+V = TypeVar("V")
 
 CounterKey = tuple[str, str]  # (counter set, counter)
 
@@ -102,23 +105,34 @@ def parse_pool(
     return p
 
 
-# What a counter set's consumption map debits, shared by every device and pool that
-# consumes that map from a set of that name: a thousand MIG nodes publish the same few
-# dozen (the fast reader interns equal maps), and a parsed debit list per device was most
-# of a MIG pool's memory. Keyed by the map's id and holding the map, so that the id
-# cannot be reused by another map while the entry lives.
-_SHARED_DEBITS: dict[
-    tuple[str, int], tuple[Mapping[str, str], list[tuple[CounterKey, Quantity]]]
-] = {}
-SHARED_DEBITS_MAX = 10_000
-# The same for counter sets: (map, its counter names, totals, status rows) by name and map.
+class _ByMap(Generic[V]):
+    """What was parsed from a map that the fast reader interns (a thousand MIG nodes
+    publish the same few dozen counter and consumption maps), shared by every pool that
+    reads that map under the same name. Keyed by the map's id and holding the map, so
+    that the id cannot be reused by another map while the entry lives; bounded."""
+
+    def __init__(self, most: int = 10_000) -> None:
+        self.most = most
+        self.entries: dict[tuple[str, int], tuple[Mapping[str, str], V]] = {}
+
+    def get(self, name: str, m: Mapping[str, str]) -> V | None:
+        found = self.entries.get((name, id(m)))
+        return found[1] if found is not None and found[0] is m else None
+
+    def put(self, name: str, m: Mapping[str, str], value: V) -> None:
+        if len(self.entries) >= self.most:
+            self.entries.clear()
+        self.entries[(name, id(m))] = (m, value)
+
+
+# A counter set: its counter names, totals and status rows (sorted, rendered).
 _ParsedSet = tuple[
-    Mapping[str, str],
-    frozenset[str],
-    list[tuple[CounterKey, Quantity]],
-    list[tuple[str, Quantity, str]],
+    frozenset[str], list[tuple[CounterKey, Quantity]], list[tuple[str, Quantity, str]]
 ]
-_SHARED_SETS: dict[tuple[str, int], _ParsedSet] = {}
+# By counter set name and map: what one allocation debits (a parsed list per device
+# was most of a MIG pool's memory), and the parsed sets themselves.
+_SHARED_DEBITS: _ByMap[list[tuple[CounterKey, Quantity]]] = _ByMap()
+_SHARED_SETS: _ByMap[_ParsedSet] = _ByMap()
 
 
 class _PoolParser:
@@ -148,10 +162,8 @@ class _PoolParser:
                 continue
             p.counter_set_slice[name] = fs.slice.name
             self.own.setdefault(fs.slice.name, []).append(name)
-            shared = _SHARED_SETS.get((name, id(cs.counters)))
-            if shared is None or shared[0] is not cs.counters:
-                shared = self._counter_set(name, cs.counters)
-            _, self.declared[name], totals, p.sets[name] = shared
+            shared = _SHARED_SETS.get(name, cs.counters) or self._counter_set(name, cs.counters)
+            self.declared[name], totals, p.sets[name] = shared
             p.counter_totals.update(totals)
 
     def _counter_set(self, name: str, counters: Mapping[str, str]) -> _ParsedSet:
@@ -166,11 +178,9 @@ class _PoolParser:
             if q is not None:
                 totals.append(((name, counter), q))
         rows = [(k[1], q, str(q)) for k, q in sorted(totals, key=lambda kq: kq[0])]
-        parsed = (counters, frozenset(counters), totals, rows)
+        parsed = (frozenset(counters), totals, rows)
         if len(errors) == clean:
-            if len(_SHARED_SETS) >= SHARED_DEBITS_MAX:
-                _SHARED_SETS.clear()
-            _SHARED_SETS[(name, id(counters))] = parsed
+            _SHARED_SETS.put(name, counters, parsed)
         return parsed
 
     def _own_debits(self, slice_name: str, dev: Device) -> list[tuple[CounterKey, Quantity]]:
@@ -200,15 +210,10 @@ class _PoolParser:
             return self._own_debits(slice_name, dev)
         if len(dev.consumes_counters) == 1:
             cc = dev.consumes_counters[0]
-            shared = _SHARED_DEBITS.get((cc.counter_set, id(cc.counters)))
+            shared = _SHARED_DEBITS.get(cc.counter_set, cc.counters)
             known = self.declared.get(cc.counter_set)
-            if (
-                shared is not None
-                and shared[0] is cc.counters
-                and known is not None
-                and cc.counters.keys() <= known
-            ):
-                return shared[1]
+            if shared is not None and known is not None and cc.counters.keys() <= known:
+                return shared
         return self._debits(dev)
 
     def _debits(self, dev: Device) -> list[tuple[CounterKey, Quantity]]:
@@ -242,9 +247,7 @@ class _PoolParser:
                 self.parsed_maps[id(cc.counters)] = [(k[1], q) for k, q in debits[start:]]
         if len(dev.consumes_counters) == 1 and debits and len(errors) == clean:
             cc = dev.consumes_counters[0]
-            if len(_SHARED_DEBITS) >= SHARED_DEBITS_MAX:
-                _SHARED_DEBITS.clear()
-            _SHARED_DEBITS[(cc.counter_set, id(cc.counters))] = (cc.counters, debits)
+            _SHARED_DEBITS.put(cc.counter_set, cc.counters, debits)
         return debits
 
     def device(self, slice_name: str, dev: Device) -> None:
