@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +72,33 @@ def test_equal_values_are_shared_between_devices_and_slices() -> None:
         assert other.consumes_counters[0].counters is first.consumes_counters[0].counters
 
 
+def test_request_policies_are_read_fast_and_shared() -> None:
+    """Shareable devices: a capacity map with a request policy is built by the models'
+    own coercion and shared by every device that publishes the same one."""
+    policy = {"default": "10Gi", "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"}}
+    memory = {"memory": {"value": "80Gi", "requestPolicy": policy}}
+    bw = {"bw": {"value": "1G", "requestPolicy": {"validValues": ["1G", 2]}}}
+    devs = [device(f"acc-{i}", capacity=memory) for i in range(2)] + [device("n", capacity=bw)]
+    obj = rslice("p", devs)
+    cache = Interner()
+    fast = read_slice(obj, cache)
+    assert fast is not None
+    assert repr(fast) == repr(ResourceSlice.from_object(obj))
+    assert fast.devices[0].capacity is fast.devices[1].capacity
+    assert fast.devices[0].capacity["memory"].valid_step == "1Gi"
+    assert fast.devices[2].capacity["bw"].valid_values == ("1G", "2")
+    again = read_slice(rslice("q", devs, pool="other"), cache)
+    assert again is not None and again.devices[0].capacity is fast.devices[0].capacity
+    # A policy entry with a key the models do not know of, or no value: the models read it.
+    for odd in ({"value": "1", "requestPolicy": {}, "x": 1}, {"requestPolicy": {}}):
+        assert read_slice(rslice("o", [device("d", capacity={"c": odd})]), Interner()) is None
+
+
 def test_unusual_shapes_go_to_the_models() -> None:
     taints = rslice("t", [device("d", taints=[{"key": "k", "effect": "NoSchedule"}])])
-    policy = rslice("p", [device("d", capacity={"bw": {"value": "1G", "requestPolicy": {}}})])
     beta = rslice("b", [{"name": "d", "basic": {}}], api_version="resource.k8s.io/v1beta1")
     mixins = rslice("m", [device("d")], mixins={"device": []})
-    for obj in (taints, policy, beta, mixins):
+    for obj in (taints, beta, mixins):
         assert read_slice(obj, Interner()) is None
         assert slice_from_object(obj) == ResourceSlice.from_object(obj)
 
@@ -118,6 +140,9 @@ def test_fast_objects_carry_every_model_field_in_order() -> None:
             seen += 1
             for value in obj.__dict__.values():
                 walk(value)
+        elif dataclasses.is_dataclass(obj):  # Device: slotted, every field always set
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name))
         elif isinstance(obj, (list, tuple)):
             for item in obj:
                 walk(item)

@@ -4,17 +4,19 @@ Validating every device through pydantic costs more than decoding the JSON it ca
 from, and every device then carries its own copy of values that thousands of devices
 share (a product name, a 40Gi capacity, the counters a MIG placement consumes). This
 reader handles the plain v1/v1beta2 shape by hand and shares equal values through an
-`Interner`; anything else (v1beta1 `basic`, mixins, the composite draft, request
-policies, a value of an unexpected type) returns None and goes through the pydantic
+`Interner` (capacity maps with request policies, counters and whole consumesCounters
+lists included); anything else (v1beta1 `basic`, mixins, the composite draft, a value
+of an unexpected type) returns None and goes through the pydantic
 models, which stay the single source of coercions and error messages. For input it
 accepts, it builds objects equal to what the models build (tests/unit check both ways).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
-from draview.api.common import Model, in_int64, is_optional
+from draview.api.common import Model, in_int64, is_optional, to_capacity
 from draview.api.slices import (
     Capacity,
     CounterConsumption,
@@ -77,7 +79,7 @@ def _defaults(cls: type[Model]) -> dict[str, Any]:
     return out
 
 
-_MODELS = (Capacity, CounterConsumption, CounterSet, Device, PoolRef, ResourceSlice)
+_MODELS = (Capacity, CounterConsumption, CounterSet, PoolRef, ResourceSlice)
 _FIELDS_SET: dict[type[Model], set[str]] = {cls: set(cls.model_fields) for cls in _MODELS}
 _DEFAULTS: dict[type[Model], dict[str, Any]] = {cls: _defaults(cls) for cls in _MODELS}
 
@@ -90,22 +92,33 @@ class Interner:
     deleted devices do not accumulate.
     """
 
-    __slots__ = ("attributes", "capacities", "counters", "strings")
+    __slots__ = ("attributes", "capacities", "consumptions", "counters", "policies", "strings")
 
     def __init__(self) -> None:
         self.strings: dict[str, str] = {}
         self.attributes: dict[tuple[str, type, Any], dict[str, Any]] = {}
         self.counters: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self.capacities: dict[tuple[tuple[str, str], ...], dict[str, Capacity]] = {}
+        # (counter set, id of an interned counters map) per entry -> the consumption list
+        self.consumptions: dict[tuple[tuple[str, int], ...], tuple[CounterConsumption, ...]] = {}
+        self.policies: dict[str, dict[str, Capacity]] = {}  # capacity maps with policies
 
     def clear(self) -> None:
-        self.strings.clear()
-        self.attributes.clear()
-        self.counters.clear()
-        self.capacities.clear()
+        for table in self._tables():
+            table.clear()
 
     def __len__(self) -> int:
-        return len(self.strings) + len(self.attributes) + len(self.counters) + len(self.capacities)
+        return sum(len(t) for t in self._tables())
+
+    def _tables(self) -> tuple[dict[Any, Any], ...]:
+        return (
+            self.strings,
+            self.attributes,
+            self.counters,
+            self.capacities,
+            self.consumptions,
+            self.policies,
+        )
 
     def string(self, s: str) -> str:
         return self.strings.setdefault(s, s)
@@ -136,7 +149,7 @@ def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     except (AttributeError, TypeError, KeyError):
         return None
     if len(key) != len(raw):
-        return None
+        return _policy_map(raw, cache)
     if found is None:
         if not all(type(q) is str for _, q in key):
             return None
@@ -144,6 +157,25 @@ def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
             name: _construct(Capacity, {"value": value}) for name, value in key
         }
     return found
+
+
+def _policy_map(raw: dict[str, Any], cache: Interner) -> dict[str, Capacity] | None:
+    """A capacity map with request policies (shareable devices), shared by its JSON text
+    and built by the models' own coercion (to_capacity), so both readers agree."""
+    if not all(type(q) is dict and "value" in q and q.keys() <= _POLICY_KEYS for q in raw.values()):
+        return None
+    try:
+        key = json.dumps(raw, sort_keys=True)
+    except (TypeError, ValueError):
+        return None  # a value JSON cannot hold: the models say what is wrong
+    found = cache.policies.get(key)
+    if found is None:
+        entries = to_capacity(raw).items()
+        found = cache.policies[key] = {n: Capacity.model_validate(e) for n, e in entries}
+    return found
+
+
+_POLICY_KEYS = frozenset({"value", "requestPolicy"})
 
 
 def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
@@ -165,16 +197,30 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
     return out
 
 
-def _consumption(raw: Any, cache: Interner) -> CounterConsumption | None:
-    if type(raw) is not dict or raw.keys() - {"counterSet", "counters"}:
+def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:
+    """A device's consumesCounters, shared whole: the placements of a thousand MIG nodes
+    debit the same few dozen lists (by counter set name and counters)."""
+    if type(raw) is not list:
         return None
-    counter_set = raw.get("counterSet", "")
-    counters = _counter_map(raw.get("counters", {}), cache)
-    if type(counter_set) is not str or counters is None:
-        return None
-    return _construct(
-        CounterConsumption, {"counters": counters, "counter_set": cache.string(counter_set)}
-    )
+    parts: list[tuple[str, dict[str, str]]] = []
+    for c in raw:
+        if type(c) is not dict or c.keys() - {"counterSet", "counters"}:
+            return None
+        counter_set = c.get("counterSet", "")
+        counters = _counter_map(c.get("counters", {}), cache)
+        if type(counter_set) is not str or counters is None:
+            return None
+        parts.append((counter_set, counters))
+    # An interned map's id stands for it: `counters` holds every map it handed out
+    # until both tables are cleared together.
+    key = tuple([(name, id(m)) for name, m in parts])
+    found = cache.consumptions.get(key)
+    if found is None:
+        found = cache.consumptions[key] = tuple(
+            _construct(CounterConsumption, {"counters": m, "counter_set": cache.string(name)})
+            for name, m in parts
+        )
+    return found
 
 
 def _device(raw: Any, cache: Interner) -> Device | None:
@@ -196,26 +242,22 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         or not is_optional(node_name, str)
     ):
         return None
-    consumes: tuple[CounterConsumption, ...] = ()
+    consumes: tuple[CounterConsumption, ...] | None = ()
     raw_consumes = raw.get("consumesCounters")
     if raw_consumes:
-        if type(raw_consumes) is not list:
-            return None
-        items = [_consumption(c, cache) for c in raw_consumes]
-        if None in items:
-            return None
-        consumes = tuple(items)  # type: ignore[arg-type]  # no None left
-    return _construct(
-        Device,
-        {
-            "name": cache.string(name),
-            "attributes": attributes,
-            "capacity": capacity,
-            "consumes_counters": consumes,
-            "allow_multiple_allocations": multiple,
-            "node_name": node_name,
-            "all_nodes": all_nodes,
-        },
+        consumes = _consumptions(raw_consumes, cache)
+    if consumes is None:
+        return None
+    return Device(
+        cache.string(name),
+        attributes,
+        capacity,
+        consumes,
+        (),
+        multiple,
+        node_name,
+        None,
+        all_nodes,
     )
 
 

@@ -7,9 +7,11 @@ an exception that loses the whole slice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, GetCoreSchemaHandler, field_validator, model_validator
+from pydantic_core import core_schema
 
 from draview.api.common import (
     INT64_MAX,
@@ -81,8 +83,9 @@ class _DeviceBody(Model):
         return dict(v) if isinstance(v, dict) else {}
 
 
-class Device(_DeviceBody):
-    """A device as the allocator sees it after unwrapping `basic` / `composite`."""
+class DeviceSpec(_DeviceBody):
+    """A device as written, in any served shape: what validation reads. The engine holds
+    it as a `Device`."""
 
     consumes_counters: tuple[CounterConsumption, ...] = Field((), alias="consumesCounters")
     taints: tuple[Taint, ...] = ()
@@ -119,6 +122,61 @@ class Device(_DeviceBody):
     @classmethod
     def _lists(cls, v: Any) -> Any:
         return v or ()
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A device as the allocator sees it after unwrapping `basic` / `composite`.
+
+    Slotted rather than a pydantic model: a 65,000-node cluster publishes a million
+    devices, and a model's `__dict__` of every field cost 464 bytes each (this is 128).
+    Validated as a `DeviceSpec` (pydantic, every coercion and error message) and then
+    converted; the fast reader (api/fastslice.py) builds it directly."""
+
+    name: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    capacity: dict[str, Capacity] = field(default_factory=dict)
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    allow_multiple_allocations: bool = False
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    # KEP-5234 mixins and the composite draft; flattened by the engine.
+    includes: tuple[str, ...] = ()
+    consumes_capacity_from: tuple[str, ...] = ()
+    composite: bool = False
+
+    @classmethod
+    def of(cls, spec: DeviceSpec) -> Device:
+        return cls(
+            spec.name,
+            spec.attributes,
+            spec.capacity,
+            spec.consumes_counters,
+            spec.taints,
+            spec.allow_multiple_allocations,
+            spec.node_name,
+            spec.node_selector,
+            spec.all_nodes,
+            spec.includes,
+            spec.consumes_capacity_from,
+            spec.composite,
+        )
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Device:
+        return cls.of(DeviceSpec.model_validate(data))
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        # Inside ResourceSlice: validated as a DeviceSpec (errors keep their location,
+        # devices.3.capacity...), then converted.
+        return core_schema.no_info_after_validator_function(
+            cls.of, handler.generate_schema(DeviceSpec)
+        )
 
 
 class DeviceMixin(_DeviceBody):
@@ -219,6 +277,7 @@ __all__ = [
     "CountersMixin",
     "Device",
     "DeviceMixin",
+    "DeviceSpec",
     "Mixins",
     "PoolRef",
     "ResourceSlice",

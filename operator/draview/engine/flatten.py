@@ -7,7 +7,7 @@ is reported (MixinNotFound) and skipped; the device keeps everything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from draview.api.slices import (
@@ -81,13 +81,12 @@ def _flatten_device(
             owner = f"device {dev.name} counter consumption"
             errors.append(_missing(slice_name, "deviceCounterConsumption", owner, ref))
         consumes.append(c.model_copy(update={"counters": counters, "includes": ()}))
-    return dev.model_copy(
-        update={
-            "attributes": attributes,
-            "capacity": capacity,
-            "consumes_counters": tuple(consumes),
-            "includes": (),
-        }
+    return replace(
+        dev,
+        attributes=attributes,
+        capacity=capacity,
+        consumes_counters=tuple(consumes),
+        includes=(),
     )
 
 

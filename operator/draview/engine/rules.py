@@ -8,7 +8,7 @@ allocator (e2e/oracle, built per release) check every row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Final
 
@@ -273,10 +273,14 @@ def project(fs: FlatSlice, rules: Rules) -> FlatSlice:
     )
     if not (drop_taints or drop_sharing or ignored):
         return fs
-    update: dict[str, object] = {}
-    if drop_taints:
-        update["taints"] = ()
-    if drop_sharing:
-        update["allow_multiple_allocations"] = False
-    devices = tuple(d.model_copy(update=update) for d in fs.devices) if update else fs.devices
+    devices = fs.devices
+    if drop_taints or drop_sharing:
+        devices = tuple(
+            replace(
+                d,
+                taints=() if drop_taints else d.taints,
+                allow_multiple_allocations=d.allow_multiple_allocations and not drop_sharing,
+            )
+            for d in fs.devices
+        )
     return FlatSlice(fs.slice, devices, fs.counter_sets, fs.errors, ignored)
