@@ -42,3 +42,24 @@ async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:
     assert full.status["counterSets"] and len(full.slices) == 2
     for sr in full.slices:
         assert sr.status == written[sr.slice.name]
+
+
+def test_equal_condition_lists_are_kept_once_and_apart_from_what_is_written() -> None:
+    from draview.controller.reconcile import _Conditions
+
+    shared = _Conditions(most=2)
+    ok = [{"type": "Complete", "status": "True", "reason": "AllSlices"}]
+    first = shared.share([dict(c) for c in ok])
+    assert shared.share([dict(c) for c in ok]) is first
+    written = [dict(c) for c in ok]
+    kept = shared.share(written)
+    written[0]["status"] = "False"  # the written object changes later: the kept list not
+    assert kept[0]["status"] == "True"
+    other = [{"type": "Complete", "status": "False", "reason": "Missing"}]
+    assert shared.share(other) is not first
+    # Past `most` distinct lists it starts again (sharing lost, nothing wrong).
+    shared.share([{"type": "Valid", "status": "True"}])
+    assert len(shared.lists) == 1
+    # A value that cannot be a key: the list is kept as it is.
+    odd = [{"type": "Complete", "status": "True", "extra": ["x"]}]
+    assert shared.share(odd) is odd

@@ -84,10 +84,37 @@ class _Packed:
         return replace(lean, status=status, slices=slices)
 
 
+class _Conditions:
+    """Equal condition lists shared between pools: most pools of a large cluster show the
+    same few (Complete, Valid, ...) with the same transition time, 1 KB each when kept
+    apart. Cleared when it grows past `most`, which only loses sharing."""
+
+    def __init__(self, most: int = 10_000) -> None:
+        self.most = most
+        self.lists: dict[tuple[tuple[tuple[str, Any], ...], ...], list[Condition]] = {}
+
+    def share(self, conditions: list[Condition]) -> list[Condition]:
+        try:
+            key = tuple(tuple(c.items()) for c in conditions)
+            found = self.lists.get(key)
+        except TypeError:  # an unhashable value: kept as it is
+            return conditions
+        if found is None:
+            if len(self.lists) >= self.most:
+                self.lists.clear()
+            # A copy: the written objects may share the judged lists.
+            found = self.lists[key] = [cast(Condition, dict(c)) for c in conditions]
+        return found
+
+
+_CONDITIONS = _Conditions()
+
+
 def _lean(result: PoolResult) -> PoolResult:
     """What is kept of a judged pool outside _Packed: the prepared slices and views (the
     next judgement reuses them), the allocations, errors and conditions."""
-    status = cast(PoolStatusBody, {"conditions": result.status.get("conditions", [])})
+    conditions = _CONDITIONS.share(result.status.get("conditions", []))
+    status = cast(PoolStatusBody, {"conditions": conditions})
     return replace(result, status=status, slices=[])
 
 

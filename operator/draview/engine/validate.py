@@ -25,14 +25,15 @@ class ParsedPool:
     counter_totals: dict[CounterKey, Quantity] = field(default_factory=dict)
     counter_set_slice: dict[str, str] = field(default_factory=dict)  # set -> defining slice
     # device name -> what one allocation of it debits from the pool's counters
+    # (devices that debit nothing have no entry: most devices of a large cluster)
     consumption: dict[str, list[tuple[CounterKey, Quantity]]] = field(default_factory=dict)
-    devices: dict[str, tuple[str, Device]] = field(default_factory=dict)  # name -> (slice, dev)
+    devices: dict[str, str] = field(default_factory=dict)  # device name -> its slice
     errors: list[str] = field(default_factory=list)
     # Every counter set with its counters sorted by name, totals already rendered: the
     # status shows them on every recompute, and rendering is most of that work.
     sets: dict[str, list[tuple[str, Quantity, str]]] = field(default_factory=dict)
     # Every device instance whose allocation debits the counters, duplicates included
-    # (the allocator subtracts once per instance it finds).
+    # (the allocator subtracts once per instance it finds); none that debits nothing.
     counted: list[tuple[str, list[tuple[CounterKey, Quantity]]]] = field(default_factory=list)
     # Devices naming one counter set twice: their debits summed per counter (see needs).
     needs_summed: dict[str, list[tuple[CounterKey, Quantity]]] = field(default_factory=dict)
@@ -101,7 +102,10 @@ def parse_pool(
     p = parser.pool
     for fs in other_slices:
         # Not the node's own devices: the allocator checks only what they consume.
-        p.counted.extend((dev.name, parser.debits(dev)) for dev in fs.devices)
+        for dev in fs.devices:
+            debits = parser.debits(dev)
+            if debits:
+                p.counted.append((dev.name, debits))
     return p
 
 
@@ -253,15 +257,17 @@ class _PoolParser:
     def device(self, slice_name: str, dev: Device) -> None:
         p = self.pool
         debits = self.debits(dev, slice_name)
-        p.counted.append((dev.name, debits))
+        if debits:
+            p.counted.append((dev.name, debits))
         if dev.name in p.devices:
             self.errors.append(
                 f"DuplicateDevice: device {dev.name} appears in slices "
-                f"{p.devices[dev.name][0]} and {slice_name}"
+                f"{p.devices[dev.name]} and {slice_name}"
             )
             return
-        p.devices[dev.name] = (slice_name, dev)
-        p.consumption[dev.name] = debits
+        p.devices[dev.name] = slice_name
+        if debits:
+            p.consumption[dev.name] = debits
         sets = [c.counter_set for c in dev.consumes_counters]
         if len(sets) > 1 and len(set(sets)) < len(sets):
             summed: dict[CounterKey, Quantity] = {}
