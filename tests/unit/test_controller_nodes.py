@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from draview.api.nodes import NodeInfo
@@ -48,7 +49,7 @@ def _index() -> NodeIndex:
 
 def test_reach_of_names_the_label_keys_selectors_read() -> None:
     assert reach_of([_slice("p", nodeName="node-1")]) is None
-    counters_only = _slice("c", allNodes=True).model_copy(update={"devices": ()})
+    counters_only = dataclasses.replace(_slice("c", allNodes=True), devices=())
     assert reach_of([counters_only]) is None  # offers no device to any node
     all_nodes = reach_of([_slice("p", allNodes=True)])
     assert all_nodes is not None and all_nodes.keys == frozenset()

@@ -79,7 +79,7 @@ def _defaults(cls: type[Model]) -> dict[str, Any]:
     return out
 
 
-_MODELS = (Capacity, CounterConsumption, CounterSet, PoolRef, ResourceSlice)
+_MODELS = (Capacity, CounterConsumption)
 _FIELDS_SET: dict[type[Model], set[str]] = {cls: set(cls.model_fields) for cls in _MODELS}
 _DEFAULTS: dict[type[Model], dict[str, Any]] = {cls: _defaults(cls) for cls in _MODELS}
 
@@ -92,7 +92,15 @@ class Interner:
     deleted devices do not accumulate.
     """
 
-    __slots__ = ("attributes", "capacities", "consumptions", "counters", "policies", "strings")
+    __slots__ = (
+        "attributes",
+        "capacities",
+        "consumptions",
+        "counters",
+        "policies",
+        "sets",
+        "strings",
+    )
 
     def __init__(self) -> None:
         self.strings: dict[str, str] = {}
@@ -102,6 +110,7 @@ class Interner:
         # (counter set, id of an interned counters map) per entry -> the consumption list
         self.consumptions: dict[tuple[tuple[str, int], ...], tuple[CounterConsumption, ...]] = {}
         self.policies: dict[str, dict[str, Capacity]] = {}  # capacity maps with policies
+        self.sets: dict[tuple[str, int], CounterSet] = {}  # (name, id of interned counters)
 
     def clear(self) -> None:
         for table in self._tables():
@@ -118,6 +127,7 @@ class Interner:
             self.capacities,
             self.consumptions,
             self.policies,
+            self.sets,
         )
 
     def string(self, s: str) -> str:
@@ -268,7 +278,12 @@ def _counter_set(raw: Any, cache: Interner) -> CounterSet | None:
     counters = _counter_map(raw.get("counters", {}), cache)
     if type(name) is not str or counters is None:
         return None
-    return _construct(CounterSet, {"counters": counters, "name": name})
+    # Shared: a thousand MIG nodes publish the same sets (name, interned counters).
+    key = (name, id(counters))
+    found = cache.sets.get(key)
+    if found is None:
+        found = cache.sets[key] = CounterSet(cache.string(name), counters)
+    return found
 
 
 # Spec fields the fast reader understands; any other key (mixins, deviceMixins, a
@@ -311,20 +326,21 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
     api_version = obj.get("apiVersion") or "resource.k8s.io/v1"
     if type(name) is not str or type(uid) is not str or type(api_version) is not str:
         return None
-    return _construct(
-        ResourceSlice,
-        {
-            "uid": uid,
-            "name": name,
-            "generation": generation,
-            "api_version": cache.string(api_version),
-            "driver": cache.string(driver),
-            "pool": pool,
-            **placement,
-            "devices": tuple(devices),
-            "shared_counters": tuple(sets),
-            "mixins": _NO_MIXINS,
-        },
+    return ResourceSlice(
+        name,
+        cache.string(driver),
+        pool,
+        uid,
+        generation,
+        cache.string(api_version),
+        placement["node_name"],
+        None,
+        placement["all_nodes"],
+        placement["per_device_node_selection"],
+        None,
+        tuple(devices),  # type: ignore[arg-type]  # no None left
+        tuple(sets),  # type: ignore[arg-type]
+        _NO_MIXINS,
     )
 
 
@@ -336,8 +352,7 @@ def _pool(pool: Any) -> PoolRef | None:
     count = pool.get("resourceSliceCount", 1)
     if type(name) is not str or not in_int64(generation) or not in_int64(count, low=1):
         return None
-    fields = {"name": name, "generation": generation, "resource_slice_count": count}
-    return _construct(PoolRef, fields)
+    return PoolRef(name, generation, count)
 
 
 def _placement(spec: dict[str, Any]) -> dict[str, Any] | None:

@@ -7,8 +7,8 @@ an exception that loses the whole slice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, GetCoreSchemaHandler, field_validator, model_validator
 from pydantic_core import core_schema
@@ -21,6 +21,42 @@ from draview.api.common import (
     names_of,
     to_capacity,
 )
+
+
+class _Held:
+    """Base of the slotted values the engine holds, one per device or slice: a million
+    of them at 65,000 nodes, where a pydantic model's `__dict__` of every field cost
+    several hundred bytes each. Each is validated as its pydantic `spec` (every coercion
+    and error location stays the spec's) and then converted; the fast reader
+    (api/fastslice.py) builds them directly."""
+
+    __slots__ = ()
+    spec: ClassVar[type[Model]]
+    names: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def held(cls, spec_cls: type[Model]) -> None:
+        cls.spec = spec_cls
+        cls.names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, spec: Model) -> Self:
+        make: Any = cls
+        return make(*[getattr(spec, name) for name in cls.names])  # type: ignore[no-any-return]
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Self:
+        return cls.of(cls.spec.model_validate(data))
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        # Inside another model: validated as the spec (errors keep their location,
+        # devices.3.capacity...), then converted.
+        return core_schema.no_info_after_validator_function(
+            cls.of, handler.generate_schema(cls.spec)
+        )
 
 
 class Capacity(Model):
@@ -61,8 +97,20 @@ class CounterConsumption(_Counters):
     counter_set: str = Field("", alias="counterSet")
 
 
-class CounterSet(_Counters):
+class CounterSetSpec(_Counters):
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet(_Held):
+    """A counter set as the engine holds it (validated as a CounterSetSpec)."""
+
+    name: str
+    counters: dict[str, str] = field(default_factory=dict)
+    includes: tuple[str, ...] = ()
+
+
+CounterSet.held(CounterSetSpec)  # before a model holding one builds its schema
 
 
 class _DeviceBody(Model):
@@ -125,13 +173,9 @@ class DeviceSpec(_DeviceBody):
 
 
 @dataclass(frozen=True, slots=True)
-class Device:
-    """A device as the allocator sees it after unwrapping `basic` / `composite`.
-
-    Slotted rather than a pydantic model: a 65,000-node cluster publishes a million
-    devices, and a model's `__dict__` of every field cost 464 bytes each (this is 128).
-    Validated as a `DeviceSpec` (pydantic, every coercion and error message) and then
-    converted; the fast reader (api/fastslice.py) builds it directly."""
+class Device(_Held):
+    """A device as the allocator sees it after unwrapping `basic` / `composite` (128
+    bytes; as a pydantic model its `__dict__` alone was 464)."""
 
     name: str
     attributes: dict[str, Any] = field(default_factory=dict)
@@ -147,36 +191,8 @@ class Device:
     consumes_capacity_from: tuple[str, ...] = ()
     composite: bool = False
 
-    @classmethod
-    def of(cls, spec: DeviceSpec) -> Device:
-        return cls(
-            spec.name,
-            spec.attributes,
-            spec.capacity,
-            spec.consumes_counters,
-            spec.taints,
-            spec.allow_multiple_allocations,
-            spec.node_name,
-            spec.node_selector,
-            spec.all_nodes,
-            spec.includes,
-            spec.consumes_capacity_from,
-            spec.composite,
-        )
 
-    @classmethod
-    def model_validate(cls, data: Any) -> Device:
-        return cls.of(DeviceSpec.model_validate(data))
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        # Inside ResourceSlice: validated as a DeviceSpec (errors keep their location,
-        # devices.3.capacity...), then converted.
-        return core_schema.no_info_after_validator_function(
-            cls.of, handler.generate_schema(DeviceSpec)
-        )
+Device.held(DeviceSpec)  # as above
 
 
 class DeviceMixin(_DeviceBody):
@@ -208,15 +224,25 @@ class Mixins(Model):
     )
 
 
-class PoolRef(Model):
+class PoolRefSpec(Model):
     name: str
     generation: int = Field(0, ge=0, le=INT64_MAX)
     # The API server requires at least one slice per pool.
     resource_slice_count: int = Field(1, ge=1, le=INT64_MAX, alias="resourceSliceCount")
 
 
-class ResourceSlice(Model):
-    """A ResourceSlice normalised from any served version."""
+@dataclass(frozen=True, slots=True)
+class PoolRef(_Held):
+    name: str
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+PoolRef.held(PoolRefSpec)  # as above
+
+
+class ResourceSliceSpec(Model):
+    """A ResourceSlice as written, in any served version: what validation reads."""
 
     uid: str = ""
     name: str
@@ -242,6 +268,26 @@ class ResourceSlice(Model):
     @classmethod
     def _mixins(cls, v: Any) -> Any:
         return v or {}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice(_Held):
+    """A ResourceSlice normalised from any served version."""
+
+    name: str
+    driver: str
+    pool: PoolRef
+    uid: str = ""
+    generation: int = 0
+    api_version: str = "resource.k8s.io/v1"
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    per_device_node_selection: bool = False
+    partition_type_attribute: str | None = None
+    devices: tuple[Device, ...] = ()
+    shared_counters: tuple[CounterSet, ...] = ()
+    mixins: Mixins = field(default_factory=Mixins)
 
     @property
     def pool_key(self) -> tuple[str, str]:
@@ -270,16 +316,22 @@ class ResourceSlice(Model):
         )
 
 
+ResourceSlice.held(ResourceSliceSpec)
+
+
 __all__ = [
     "Capacity",
     "CounterConsumption",
     "CounterSet",
+    "CounterSetSpec",
     "CountersMixin",
     "Device",
     "DeviceMixin",
     "DeviceSpec",
     "Mixins",
     "PoolRef",
+    "PoolRefSpec",
     "ResourceSlice",
+    "ResourceSliceSpec",
     "Taint",
 ]

@@ -115,5 +115,5 @@ def flatten_slice(s: ResourceSlice) -> FlatSlice:
         counters = _merge_counters(cs.counters, cs.includes, set_mixins, missing)
         for ref in missing:
             errors.append(_missing(s.name, "counterSet", f"counter set {cs.name}", ref))
-        sets.append(cs.model_copy(update={"counters": counters, "includes": ()}))
+        sets.append(replace(cs, counters=counters, includes=()))
     return FlatSlice(s, devices, tuple(sets), errors)
