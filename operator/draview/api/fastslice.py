@@ -52,10 +52,11 @@ _NO_MIXINS = Mixins()
 def _construct(cls: type[M], values: dict[str, Any]) -> M:
     """An instance from values already in their validated form.
 
-    What `model_construct` does, without its per-field alias lookups: this runs once
-    per device. Fields not given take the model's default, so the models stay the one
-    declaration of each shape: a field added there needs no edit here unless the fast
-    reader reads it. Every instance shares one fields-set (pydantic copies it before
+    What `model_construct` does, without its per-field alias lookups, for the models
+    still built here (Capacity and CounterConsumption, each distinct value once: the
+    Interner shares them). Fields not given take the model's default, so the models
+    stay the one declaration of each shape: a field added there needs no edit here
+    unless the fast reader reads it. Every instance shares one fields-set (pydantic copies it before
     any change, and the models are frozen).
     """
     m = cls.__new__(cls)
