@@ -132,6 +132,24 @@ def test_max_depth_is_a_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert analyze(capsys, str(path), "--max-depth", "30")[0] == 0
 
 
+@pytest.mark.parametrize("levels", [1, 2, 7, 50])
+def test_depth_is_counted_exactly_whatever_the_containers(levels: int) -> None:
+    """Dicts and lists mixed, with shallower siblings (scalars, an empty list beside a
+    container): a value nesting `levels` containers passes at max_depth = levels and
+    fails at one less."""
+    from draview.cli.limits import LimitExceeded, check_depth
+
+    value: Any = "leaf"
+    for i in range(levels):
+        value = {"x": value, "flat": 1, "shallow": []} if i % 2 else [value, "v"]
+    check_depth(value, levels)
+    with pytest.raises(LimitExceeded, match=f"deeper than {levels - 1} levels"):
+        check_depth(value, levels - 1)
+    check_depth(value, levels + 2, depth=3)
+    with pytest.raises(LimitExceeded):
+        check_depth(value, levels + 1, depth=3)
+
+
 def test_dev_zero_stops_at_max_input_bytes() -> None:
     proc = process("analyze", "/dev/zero", "--max-input-bytes", "10000000")
     one_line_exit_2(proc, "larger than 10000000 bytes", "--max-input-bytes")
