@@ -80,7 +80,7 @@ def main() -> int:
     gc.collect()
     rec = ctl.reconciler
     devices = sum(len(s.devices) for s in ctl.store.slices.values())
-    claims, pools = len(ctl.store.claims), len(rec.results)
+    claims, pools = len(ctl.store.claim_uids()), len(rec.results)
     lean = list(rec.results.values())
     prepared = [r.prepared for r in lean if r.prepared is not None]
     rows = [
@@ -94,7 +94,7 @@ def main() -> int:
         ("written objects (Writer.known)", w.known, pools, "pool"),
         (
             "claims (records, pool allocations)",
-            (ctl.store.claims, ctl.store.claim_pools, ctl.store.pool_allocs),
+            (ctl.store.pending, ctl.store.claim_pools, ctl.store.pool_allocs, ctl.store.bare),
             claims,
             "claim",
         ),

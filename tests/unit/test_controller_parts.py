@@ -72,10 +72,37 @@ def test_store_keeps_models_of_pending_claims_only() -> None:
     st = Store()
     st.put_claim("a", ResourceClaim.from_object(claim("a", result("d"))))
     st.put_claim("p", ResourceClaim.from_object(claim("p")))
-    assert set(st.claims) == {"a", "p"}
+    assert set(st.claim_uids()) == {"a", "p"}
     assert [c.name for c in st.pending_claims()] == ["p"]
     # Allocated claims still count through their allocations.
     assert [r.device for r in st.allocations_of((DRIVER, "pool-a"))] == ["d"]
+
+
+def test_store_claims_in_one_and_in_several_pools_with_one_and_several_devices() -> None:
+    """Single refs and single pools are kept without a tuple around them; what is read
+    back, re-put and deleted is the same either way."""
+    st = Store()
+    a, b = (DRIVER, "pool-a"), (DRIVER, "pool-b")
+    one = ResourceClaim.from_object(claim("one", result("d1")))
+    two = ResourceClaim.from_object(claim("two", result("d2"), result("d3")))
+    wide = ResourceClaim.from_object(claim("wide", result("d4"), result("e1", pool="pool-b")))
+    assert st.put_claim("one", one) == {a}
+    assert st.put_claim("two", two) == {a}
+    assert st.put_claim("wide", wide) == {a, b}
+    assert sorted(r.device for r in st.allocations_of(a)) == ["d1", "d2", "d3", "d4"]
+    assert [r.claim_name for r in st.allocations_of(b)] == ["wide"]
+    # Allocated with no result: no pool, no model, still a claim.
+    empty = ResourceClaim.from_object(claim("empty")).model_copy(update={"allocated": True})
+    assert st.put_claim("empty", empty) == set()
+    assert sorted(st.claim_uids()) == ["empty", "one", "two", "wide"]
+    # A claim moving from two pools to one: both dirty, the old refs gone.
+    moved = ResourceClaim.from_object(claim("wide", result("e2", pool="pool-b")))
+    assert st.put_claim("wide", moved) == {a, b}
+    assert [r.device for r in st.allocations_of(b)] == ["e2"]
+    assert "d4" not in {r.device for r in st.allocations_of(a)}
+    for uid in ("one", "two", "wide", "empty"):
+        st.delete_claim(uid)
+    assert st.claim_uids() == [] and st.pool_allocs == {} and st.claim_pools == {}
 
 
 def _controller() -> Controller:

@@ -18,21 +18,34 @@ from draview.api.world import ObjectProblem
 from draview.engine.allocations import claim_allocations
 from draview.engine.model import AllocRef, PoolKey
 
+# A claim's entry in a pool: its one ref, or a tuple of them (a tuple costs 56 bytes, and
+# 650,000 claims mostly hold one device each).
+Refs = AllocRef | tuple[AllocRef, ...]
+# The pools a claim's allocation names: one key, or a tuple of keys. A PoolKey is itself a
+# tuple (of two strings), told apart by its first item.
+Pools = PoolKey | tuple[PoolKey, ...]
+
+
+def _pools(entry: Pools) -> tuple[PoolKey, ...]:
+    return (entry,) if type(entry[0]) is str else entry  # type: ignore[return-value]
+
 
 class ClaimRecords:
     """Claims by uid, and the allocations each pool holds.
 
     Sized for 650,000 claims: a claim's allocations are kept once (in its pools'
-    entries, as tuples), the claim itself only by the pools it names, and the strings
-    every claim repeats (namespace, request, device names, pool keys) are shared."""
+    entries), the claim itself only by the pools it names, single refs and single pools
+    without a tuple around them, and the strings every claim repeats (namespace, request,
+    device names, pool keys) are shared. Only a pending claim keeps its model
+    (explanations read it)."""
 
     def __init__(self) -> None:
-        # Every claim by uid; the model is kept for pending claims only (explanations read
-        # them). An allocated claim is fully described by its AllocRefs, and at 50k
-        # claims the models would be a sizeable part of the operator's memory.
-        self.claims: dict[str, ResourceClaim | None] = {}
-        self.claim_pools: dict[str, tuple[PoolKey, ...]] = {}
-        self.pool_allocs: dict[PoolKey, dict[str, tuple[AllocRef, ...]]] = {}
+        self.pending: dict[str, ResourceClaim] = {}
+        self.claim_pools: dict[str, Pools] = {}
+        # Claims known with neither an allocation that names a pool nor a pending model
+        # (allocated with no result): still claims, for counts and re-list pruning.
+        self.bare: set[str] = set()
+        self.pool_allocs: dict[PoolKey, dict[str, Refs]] = {}
         # Claims that could not be read, by uid: one problem per pool their allocation names.
         self.claim_problems: dict[str, list[ObjectProblem]] = {}
         self._keys: dict[PoolKey, PoolKey] = {}  # one tuple per pool key, however many claims
@@ -53,21 +66,28 @@ class ClaimRecords:
     ) -> set[PoolKey]:
         """A claim by its allocations (and its model while it is pending)."""
         dirty = self.delete_claim(uid)
-        self.claims[uid] = pending
-        if pools:
-            keys = []
-            for key, refs in pools.items():
-                key = self._keys.setdefault(key, key)
-                self.pool_allocs.setdefault(key, {})[uid] = tuple(_shared(r) for r in refs)
-                keys.append(key)
-                dirty.add(key)
-            self.claim_pools[uid] = tuple(keys)
+        if pending is not None:
+            self.pending[uid] = pending
+        keys = []
+        for key, refs in pools.items():
+            key = self._keys.setdefault(key, key)
+            shared = [_shared(r) for r in refs]
+            entry: Refs = shared[0] if len(shared) == 1 else tuple(shared)
+            self.pool_allocs.setdefault(key, {})[uid] = entry
+            keys.append(key)
+            dirty.add(key)
+        if keys:
+            self.claim_pools[uid] = keys[0] if len(keys) == 1 else tuple(keys)
+        elif pending is None:
+            self.bare.add(uid)
         return dirty
 
     def delete_claim(self, uid: str) -> set[PoolKey]:
-        self.claims.pop(uid, None)
+        self.pending.pop(uid, None)
+        self.bare.discard(uid)
         self.claim_problems.pop(uid, None)  # its pools are those of its allocations
-        pools = self.claim_pools.pop(uid, ())
+        entry = self.claim_pools.pop(uid, None)
+        pools = _pools(entry) if entry is not None else ()
         for key in pools:
             allocs = self.pool_allocs.get(key)
             if allocs is not None:
@@ -77,10 +97,24 @@ class ClaimRecords:
         return set(pools)
 
     def allocations_of(self, key: PoolKey) -> list[AllocRef]:
-        return [r for refs in self.pool_allocs.get(key, {}).values() for r in refs]
+        out: list[AllocRef] = []
+        for entry in self.pool_allocs.get(key, {}).values():
+            if type(entry) is AllocRef:
+                out.append(entry)
+            else:
+                out.extend(entry)  # type: ignore[arg-type]  # a tuple of refs
+        return out
 
     def pending_claims(self) -> list[ResourceClaim]:
-        return [c for c in self.claims.values() if c is not None]
+        return list(self.pending.values())
+
+    def claim_uids(self) -> list[str]:
+        """Every claim known: allocated (by the pools it names), pending, or bare."""
+        return [
+            *self.claim_pools,
+            *(u for u in self.pending if u not in self.claim_pools),
+            *self.bare,
+        ]
 
 
 def _shared(ref: AllocRef) -> AllocRef:
@@ -166,4 +200,4 @@ class Store(ClaimRecords):
         return [self.taint_rules[k] for k in sorted(self.taint_rules)]
 
     def uids(self, kind: str) -> Iterable[str]:
-        return list(self.slices) + list(self.problems) if kind == "slice" else list(self.claims)
+        return list(self.slices) + list(self.problems) if kind == "slice" else self.claim_uids()

@@ -78,7 +78,7 @@ class Syncer:
             "initial list done",
             extra={
                 "slices": len(store.slices),
-                "claims": len(store.claims),
+                "claims": len(store.claim_uids()),
                 "pools": len(store.pool_slices),
                 "nodes": len(self.ctl.nodes),
                 "seconds": round(time.monotonic() - started, 1),
