@@ -140,3 +140,28 @@ def test_the_interner_is_bounded_by_what_live_slices_need() -> None:
     # Cleared once past the limit, then refilled only by what was read since.
     assert 0 < len(ctl.ingest.interner) <= ctl.ingest.interner_limit
     assert {s.name for s in ctl.store.slices.values()} == {"s", "t", "u"}
+
+
+def test_a_version_already_applied_is_skipped_whatever_its_spelling() -> None:
+    """Versions are kept as ints when they are plain decimals; a version spelled
+    differently ("07", a non-ASCII digit) is another version, never the same int."""
+    ctl = _controller()
+    obj = rslice("s", [device("d")])
+    seen = ctl.ingest._seen
+    for rv, new in [
+        ("12345", True),
+        ("12345", False),
+        ("012345", True),
+        ("012345", False),
+        ("12345", True),
+        ("١٢٣٤٥", True),  # Arabic-Indic digits: int() would read 12345
+        ("12345", True),
+        ("99999999999999999999", True),  # past 18 digits: kept as text
+        ("99999999999999999999", False),
+    ]:
+        obj["metadata"]["resourceVersion"] = rv
+        assert (seen(obj) is not None) is new, rv
+    assert type(ctl.ingest.versions[obj["metadata"]["uid"]]) is str
+    obj["metadata"]["resourceVersion"] = "7"
+    seen(obj)
+    assert ctl.ingest.versions[obj["metadata"]["uid"]] == 7

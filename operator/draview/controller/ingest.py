@@ -65,7 +65,9 @@ class Ingest:
         self.store = store
         self.nodes = nodes
         self.queue = queue
-        self.versions: dict[str, str] = {}  # uid -> resourceVersion seen
+        # uid -> resourceVersion seen, as an int when it is one (etcd's revisions are):
+        # 28 bytes instead of a 57-byte string, for each of a million objects.
+        self.versions: dict[str, int | str] = {}
         # Shares equal values between the slices read; cleared when it grows past what
         # the slices alive can explain, so values of deleted devices do not pile up.
         self.interner = Interner()
@@ -85,9 +87,13 @@ class Ingest:
         meta = metadata(obj)
         uid = _by_uid(meta)
         rv = str(meta.get("resourceVersion") or "")
-        if rv and self.versions.get(uid) == rv:
+        # Only plain decimals of at most 18 digits become ints ("007" or "+1" stay text:
+        # equal ints must mean equal strings).
+        plain = rv.isascii() and rv.isdecimal() and len(rv) < 19 and rv[0] != "0"
+        seen: int | str = int(rv) if plain else rv
+        if rv and self.versions.get(uid) == seen:
             return None
-        self.versions[uid] = rv
+        self.versions[uid] = seen
         return uid
 
     def slice_event(self, kind: str, obj: dict[str, Any]) -> None:
