@@ -19,6 +19,7 @@ devices, about 650,000 claims.
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 from collections.abc import Iterator
@@ -61,6 +62,15 @@ def rack_of(i: int) -> int:
     return i // NODES_PER_RACK
 
 
+# Every object listed gets its own resourceVersion, as etcd's revisions are: the
+# operator keeps the last one seen per object, and one shared "1" would hide that cost.
+_VERSIONS = itertools.count(10_000_000)
+
+
+def _rv() -> str:
+    return str(next(_VERSIONS))
+
+
 def _uid(kind: str, *parts: int) -> str:
     return f"{kind}-" + "-".join(str(p) for p in parts)
 
@@ -83,7 +93,7 @@ def node(i: int) -> dict[str, Any]:
     return {
         "apiVersion": "meta.k8s.io/v1",
         "kind": "PartialObjectMetadata",
-        "metadata": {"name": name, "uid": _uid("n", i), "resourceVersion": "1", "labels": labels},
+        "metadata": {"name": name, "uid": _uid("n", i), "resourceVersion": _rv(), "labels": labels},
     }
 
 
@@ -91,7 +101,7 @@ def _slice(name: str, uid: str, driver: str, pool: str, count: int, **spec: Any)
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": name, "uid": uid, "resourceVersion": "1", "generation": 1},
+        "metadata": {"name": name, "uid": uid, "resourceVersion": _rv(), "generation": 1},
         "spec": {
             "driver": driver,
             "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
@@ -232,7 +242,7 @@ def claim(a: Alloc, allocated: bool = True) -> dict[str, Any]:
             "name": name,
             "namespace": f"team-{a.node % NAMESPACES:03d}",
             "uid": _uid("q", a.node, a.n),
-            "resourceVersion": "1",
+            "resourceVersion": _rv(),
         },
         "spec": {"devices": {"requests": [{"name": "dev", "exactly": exactly}]}},
     }
