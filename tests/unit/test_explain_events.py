@@ -87,3 +87,71 @@ def test_event_body() -> None:
     assert body["regarding"]["kind"] == "ResourceClaim" and body["regarding"]["name"] == "p"
     assert len(body["note"]) == 1024
     assert body["eventTime"].endswith("Z") and "." in body["eventTime"]
+
+
+class Results:
+    """The results callable, counting how often it is asked."""
+
+    def __init__(self, results: Any) -> None:
+        self.results = results
+        self.asked = 0
+
+    def __call__(self) -> Any:
+        self.asked += 1
+        return self.results
+
+
+def test_a_round_with_nothing_changed_explains_nothing() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0")]), claim("c", result("gpu-0")))
+    results = Results(compute_world(w))
+    clock = Clock()
+    clock.now += 60
+    ev = PendingClaimExplainer(threshold=30, clock=clock)
+    p = pending("p")
+    assert len(ev.due([p], results, w.classes, version=1)) == 1
+    assert ev.due([p], results, w.classes, version=1) == []
+    assert results.asked == 1  # the second round did not even unpack the pools
+    # A new claim due: explained, though nothing else changed.
+    assert len(ev.due([p, pending("q")], results, w.classes, version=1)) == 1
+    assert results.asked == 2
+    # Something changed: every claim is looked at again (same explanations: no Event).
+    assert ev.due([p, pending("q")], results, w.classes, version=2) == []
+    assert results.asked == 3
+    # Without a version, every round explains.
+    ev.due([p, pending("q")], results, w.classes)
+    assert results.asked == 4
+
+
+class Timer:
+    """A timer that advances one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_a_round_stops_at_its_budget_and_the_next_goes_on_from_there() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0")]), claim("c", result("gpu-0")))
+    results = Results(compute_world(w))
+    clock = Clock()
+    clock.now += 60
+    ev = PendingClaimExplainer(threshold=30, clock=clock, timer=Timer())
+    claims = [pending(n) for n in ("a", "b", "c")]
+    # The timer moves 1 s per read and the budget is 1.5 s: two claims a round.
+    first = ev.due(claims, results, w.classes, version=1, budget=1.5)
+    assert [c.name for c, _ in first] == ["a", "b"]
+    # Same version, but the round was cut short: not skipped; c first (never explained).
+    second = ev.due(claims, results, w.classes, version=1, budget=1.5)
+    assert [c.name for c, _ in second] == ["c"]
+    # Every claim explained at version 1 now: skipped until something changes.
+    assert ev.due(claims, results, w.classes, version=1, budget=1.5) == []
+    asked = results.asked
+    ev.due(claims, results, w.classes, version=2, budget=1.5)
+    assert results.asked == asked + 1
+    # After a change the rounds rotate: the one explained last was b (a, b at version
+    # 2), so the next round starts at c, then a.
+    ev.due(claims, results, w.classes, version=3, budget=1.5)
+    assert ev._cursor == "default/a"

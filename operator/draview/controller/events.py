@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -56,18 +56,29 @@ def claim_key(claim: ResourceClaim) -> str:
 
 
 class PendingClaimExplainer:
-    """Remembers the last explanation sent per claim so each change is sent once."""
+    """Remembers the last explanation sent per claim so each change is sent once.
+
+    Explaining a claim searches every node (the allocator's own search), so a round's
+    cost is pending claims x devices: 12 s at 4,000 nodes with 1 % of claims pending,
+    which blocked the operator's event loop. So a round is skipped when nothing an
+    explanation reads has changed since every due claim was explained (`version`), and
+    stops after `budget` seconds, the rest of the claims explained in the next rounds
+    (claims never explained first, then on from where the last round stopped)."""
 
     def __init__(
         self,
         threshold: float = 60.0,
         explainer: Explainer | None = None,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.threshold = threshold
         self.explainer = explainer or Explainer()
         self.clock = clock
+        self.timer = timer
         self.last: dict[str, str] = {}
+        self._settled: Hashable | None = None  # the version every due claim was explained at
+        self._cursor = ""  # the key of the last claim explained
 
     def due(
         self,
@@ -75,8 +86,12 @@ class PendingClaimExplainer:
         results: Sequence[PoolResult] | Callable[[], Sequence[PoolResult]],
         classes: Iterable[DeviceClass],
         rules: Sequence[DeviceTaintRule] = (),
+        version: Hashable | None = None,
+        budget: float | None = None,
     ) -> list[tuple[ResourceClaim, str]]:
-        """`results`, or what makes them: asked only when some claim is due."""
+        """`results`, or what makes them: asked only when some claim is to be explained.
+        `version`: changes whenever pools, claims, classes or rules do (None: always
+        explain); `budget`: seconds of explaining per round (None: every due claim)."""
         now = self.clock()
         pending: list[ResourceClaim] = []
         seen: set[str] = set()
@@ -92,21 +107,44 @@ class PendingClaimExplainer:
         for key in set(self.last) - seen:
             del self.last[key]  # allocated or deleted: a later failure is news again
         if not pending:
+            self._settled = version
             return []
+        last = self.last
+        if (
+            version is not None
+            and version == self._settled
+            and all(claim_key(c) in last for c in pending)
+        ):
+            return []  # every due claim's explanation is still what was last sent
         if callable(results):
             results = results()
         index = DeviceIndex.build(results, rules)
         by_name = {c.name: c for c in classes}
         out: list[tuple[ResourceClaim, str]] = []
-        for claim in sorted(pending, key=lambda c: c.key):
+        started = self.timer()
+        done = 0
+        for claim in self._order(pending):
+            if budget is not None and done and self.timer() - started > budget:
+                break
             exp = self.explainer.explain(claim, index, by_name, results=results, rules=rules)
+            done += 1
+            self._cursor = claim.key
             key = claim_key(claim)
-            if self.last.get(key) == exp.summary:
+            if last.get(key) == exp.summary:
                 continue
-            self.last[key] = exp.summary
+            last[key] = exp.summary
             if exp.verdict in WARN_VERDICTS:
                 out.append((claim, exp.summary))
+        self._settled = version if done == len(pending) else None
         return out
+
+    def _order(self, pending: list[ResourceClaim]) -> list[ResourceClaim]:
+        """Claims never explained first, then on from the one explained last."""
+        ordered = sorted(pending, key=lambda c: c.key)
+        fresh = [c for c in ordered if claim_key(c) not in self.last]
+        known = [c for c in ordered if claim_key(c) in self.last]
+        after = [c for c in known if c.key > self._cursor]
+        return fresh + after + known[: len(known) - len(after)]
 
 
 def _now_micro() -> str:

@@ -22,6 +22,10 @@ from draview.engine.model import PoolKey
 
 log = logging.getLogger("draview.controller")
 
+# Seconds of explaining pending claims per round, at most (past one claim): the rest wait
+# for the next rounds. The operator's event loop is blocked meanwhile.
+EXPLAIN_BUDGET = 1.0
+
 PostEvent = Callable[[ResourceClaim, str], Awaitable[None]]
 PostSliceEvent = Callable[[SliceEvent], Awaitable[None]]
 
@@ -61,9 +65,11 @@ class Explanations:
         store = self.reconciler.store
         due = self.explainer.due(
             store.pending_claims(),
-            self.reconciler.full_results,  # unpacked only when some claim is due
+            self.reconciler.full_results,  # unpacked only when some claim is explained
             store.classes.values(),
             store.rules(),
+            version=(self.reconciler.judged, store.changes),
+            budget=EXPLAIN_BUDGET,
         )
         for claim, message in due:
             try:

@@ -175,6 +175,7 @@ class Ingest:
     def class_event(self, kind: str, obj: dict[str, Any]) -> None:
         """DeviceClasses only feed explanations of pending claims; they dirty no pool."""
         name = _by_name(metadata(obj))
+        self.store.changes += 1
         if kind == "DELETED":
             self.store.classes.pop(name, None)
             return

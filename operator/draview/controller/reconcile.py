@@ -135,6 +135,9 @@ class Reconciler:
         # Pools whose last judgement raised: their objects are kept, never pruned.
         self.broken: set[PoolKey] = set()
         self.pool_errors: dict[PoolKey, set[str]] = {}
+        # Judgements made (and pools forgotten) so far: explanations of pending claims
+        # read the results, and need not be made again while this stays the same.
+        self.judged = 0
 
     def compute(self, keys: Iterable[PoolKey]) -> Judged:
         desired: list[dict[str, Any]] = []
@@ -198,6 +201,7 @@ class Reconciler:
             return None
         self.broken.discard(key)
         self._report(key, result)
+        self.judged += 1
         self.results[key] = _lean(result)
         self._packed[key] = _Packed.of(result)
         return objs
@@ -225,6 +229,7 @@ class Reconciler:
 
     def _forget(self, key: PoolKey) -> set[ObjKey]:
         """A pool with no slice left: its objects go."""
+        self.judged += 1
         self.pool_errors.pop(key, None)
         self.results.pop(key, None)
         self._packed.pop(key, None)

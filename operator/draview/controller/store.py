@@ -49,6 +49,8 @@ class ClaimRecords:
         # Claims that could not be read, by uid: one problem per pool their allocation names.
         self.claim_problems: dict[str, list[ObjectProblem]] = {}
         self._keys: dict[PoolKey, PoolKey] = {}  # one tuple per pool key, however many claims
+        # Changes to what explanations read besides judged pools (claims, classes, rules).
+        self.changes = 0
 
     def put_claim(
         self, uid: str, claim: ResourceClaim, problems: list[ObjectProblem] | None = None
@@ -66,6 +68,7 @@ class ClaimRecords:
     ) -> set[PoolKey]:
         """A claim by its allocations (and its model while it is pending)."""
         dirty = self.delete_claim(uid)
+        self.changes += 1
         if pending is not None:
             self.pending[uid] = pending
         keys = []
@@ -83,6 +86,7 @@ class ClaimRecords:
         return dirty
 
     def delete_claim(self, uid: str) -> set[PoolKey]:
+        self.changes += 1
         self.pending.pop(uid, None)
         self.bare.discard(uid)
         self.claim_problems.pop(uid, None)  # its pools are those of its allocations
@@ -173,10 +177,12 @@ class Store(ClaimRecords):
     # -- taint rules ----------------------------------------------------------------
     def put_taint_rule(self, name: str, rule: DeviceTaintRule) -> set[PoolKey]:
         dirty = self.delete_taint_rule(name)
+        self.changes += 1
         self.taint_rules[name] = rule
         return dirty | {k for k in self.pool_slices if rule.matches(*k)}
 
     def delete_taint_rule(self, name: str) -> set[PoolKey]:
+        self.changes += 1
         old = self.taint_rules.pop(name, None)
         return {k for k in self.pool_slices if old.matches(*k)} if old is not None else set()
 
