@@ -30,8 +30,8 @@ from draview.api.slices import (
 M = TypeVar("M", bound=Model)
 
 _setattr = object.__setattr__
-# Keys a plain device may carry. bindsToNode and the binding conditions do not change
-# what draview computes; the models ignore them as well.
+# Keys a plain device may carry. bindsToNode and the binding failure conditions do not
+# change what draview computes; the models ignore them as well.
 _DEVICE_KEYS = frozenset(
     {
         "name",
@@ -259,6 +259,9 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         consumes = _consumptions(raw_consumes, cache)
     if consumes is None:
         return None
+    binding = _strings(raw.get("bindingConditions"), cache)
+    if binding is None:
+        return None
     return Device(
         cache.string(name),
         attributes,
@@ -269,7 +272,17 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         node_name,
         None,
         all_nodes,
+        binding_conditions=binding,
     )
+
+
+def _strings(raw: Any, cache: Interner) -> tuple[str, ...] | None:
+    """A list of names, shared; None (the models decide) for anything but strings."""
+    if not raw:
+        return ()
+    if type(raw) is not list or not all(type(s) is str for s in raw):
+        return None
+    return tuple(cache.string(s) for s in raw)
 
 
 def _counter_set(raw: Any, cache: Interner) -> CounterSet | None:

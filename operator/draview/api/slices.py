@@ -95,6 +95,14 @@ class _Counters(Model):
 
 class CounterConsumption(_Counters):
     counter_set: str = Field("", alias="counterSet")
+    # DRADeviceCompatibilityGroups (1.37, alpha): the devices drawing from one counter set
+    # at a time must share one of these names (none: only with others that name none).
+    compatibility_groups: tuple[str, ...] = Field((), alias="compatibilityGroups")
+
+    @field_validator("compatibility_groups", mode="before")
+    @classmethod
+    def _groups(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
 
 
 class CounterSetSpec(_Counters):
@@ -145,6 +153,8 @@ class DeviceSpec(_DeviceBody):
     includes: tuple[str, ...] = ()
     consumes_capacity_from: tuple[str, ...] = Field((), alias="consumesCapacityFrom")
     composite: bool = False
+    # DRADeviceBindingConditions: conditions the device must reach before a pod binds.
+    binding_conditions: tuple[str, ...] = Field((), alias="bindingConditions")
 
     @model_validator(mode="before")
     @classmethod
@@ -161,7 +171,7 @@ class DeviceSpec(_DeviceBody):
                 return merged
         return data
 
-    @field_validator("includes", "consumes_capacity_from", mode="before")
+    @field_validator("includes", "consumes_capacity_from", "binding_conditions", mode="before")
     @classmethod
     def _names(cls, v: Any) -> tuple[str, ...]:
         return names_of(v)
@@ -190,6 +200,7 @@ class Device(_Held):
     includes: tuple[str, ...] = ()
     consumes_capacity_from: tuple[str, ...] = ()
     composite: bool = False
+    binding_conditions: tuple[str, ...] = ()
 
 
 Device.held(DeviceSpec)  # as above

@@ -45,6 +45,15 @@ from draview.engine.views import Outcome, Parser, View, build_views, bystander
 from draview.quantity import Format, Quantity, format_nanos
 
 _sort_key = attrgetter("sort_key")
+# Reasons for which the allocator never looks at a device copy (engine/verdict.py).
+_NEVER_LOOKED_AT = frozenset(
+    {
+        "StaleGeneration",
+        "Unreachable",
+        "PartitionableDevicesDisabled",
+        "CompatibilityGroupsDisabled",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -174,6 +183,7 @@ class _PoolComputation:
             self._tainted if rules or prepared.has_taints else None,
             self.composite.blocked,
             self._left_for,
+            prepared.rules,
         )
 
     def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
@@ -209,7 +219,7 @@ class _PoolComputation:
             state: DeviceState
             if verdict == "yes":
                 state = "PartiallyAllocated" if name in in_use else "Available"
-            elif reason in ("StaleGeneration", "Unreachable", "PartitionableDevicesDisabled"):
+            elif reason in _NEVER_LOOKED_AT:
                 # The allocator never looks at this copy of the device; an allocation
                 # naming it is still listed, but it belongs to the copy the allocator uses.
                 state = "Unavailable"
@@ -553,8 +563,8 @@ def _partitions(
     ]
     # The judgement keeps counters as nanos; the partition search works on quantities.
     views = [
-        (handed, {k: Quantity(n) for k, n in left.items()})
-        for handed, left in comp.judgement.free_by_view
+        (handed, {k: Quantity(n) for k, n in left.items()}, groups)
+        for handed, left, groups in comp.judgement.free_by_view
     ]
     parts = partitions(key[0], attrs, inputs, views, opts.exact_partition_limit)
     if comp.alloc.recheck_first:

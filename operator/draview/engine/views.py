@@ -154,6 +154,7 @@ class Parser:
         self.check_pool = rules.check_slices_in_pool
         self.refuse_incomplete = rules.incomplete_pools_refused
         self.per_slice = not rules.counters_per_pool
+        self.binding_last = rules.binding_slices_last
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
         self.names_done: dict[tuple[int, ...], ParsedPool] = {}
 
@@ -219,7 +220,8 @@ def _outcome(
         gens = [fs.slice.pool.generation for fs in flat]
         if any(g > generation for g in gens):
             return Outcome("obsolete")
-        at_gen = [i for i, g in enumerate(gens) if g == generation]
+        # Slices skipped for compatibility groups are filtered out of this count too.
+        at_gen = [i for i, g in enumerate(gens) if g == generation and not flat[i].uncounted]
         if len(at_gen) != count:
             return Outcome("incomplete")
         taken = set(view)
@@ -238,17 +240,22 @@ def _view(
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
     stale = tuple(i for i in rel if flat[i].slice.pool.generation != generation)
-    # From 1.36 the scheduler hands GatherPools the node's own slices (by nodeName)
-    # first; until 1.37 slices with counter sets were among the shared ones whatever
-    # their nodeName. Before 1.36 the list order alone decides (rules.node_slices_first).
-    local = [
+    # The slices GatherPools may meet first (empty: any of the view). From 1.36 the
+    # scheduler hands it the node's own slices (by nodeName) first; until 1.37 slices with
+    # counter sets were among the shared ones whatever their nodeName. Before 1.36 the
+    # list order alone decides (rules.node_slices_first), except that 1.34's and 1.35's
+    # experimental GatherPools add slices with binding conditions last.
+    leading = [
         i
         for i in view
         if parse.local_first
         and flat[i].slice.node_name
         and not (flat[i].counter_sets and parse.everywhere)
     ]
-    counts = sorted({flat[i].slice.pool.resource_slice_count for i in (local or view)})
+    if parse.binding_last and not leading:
+        plain = [i for i in view if not any(d.binding_conditions for d in flat[i].devices)]
+        leading = plain if len(plain) < len(view) else []
+    counts = sorted({flat[i].slice.pool.resource_slice_count for i in (leading or view)})
     targets: list[tuple[int, int]] = []
     for i in view:
         fs = flat[i]
@@ -258,7 +265,9 @@ def _view(
         targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
     outcomes = tuple(_outcome(flat, view, generation, c, parse) for c in counts)
     unsupported = frozenset(at for at in targets if _multi_term(flat[at[0]], at[1]))
-    first = tuple((i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in local or view)
+    first = tuple(
+        (i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in leading or view
+    )
     return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported, first)
 
 

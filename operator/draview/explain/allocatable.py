@@ -48,7 +48,7 @@ def _once(
     for node in nodes:
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
-        pools = node_pools(node, index, rules, which)
+        pools = node_pools(node, index, rules, which, profile_rules.binding_pools_last)
         search = NodeSearch(claim, classes, pools, cel, budget, profile_rules)
         try:
             outcome = search.run()

@@ -1,7 +1,8 @@
 """The pools one node's allocator sees (GatherPools), built from the engine's node views.
 
 The search (explain/search.py) walks these exactly as the allocator does: pools sorted by
-driver and pool, a pool's device slices sorted by name, devices in slice order.
+driver and pool (those holding devices with binding conditions last, where the profile's
+GatherPools puts them last), a pool's device slices sorted by name, devices in slice order.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class NodePool:
     slices: list[list[SearchDevice]] = field(default_factory=list)
     parsed: ParsedPool | None = None  # the view's counter sets and counted devices
     allocated: AllocatedState = field(default_factory=AllocatedState)
+    binding: bool = False  # some device of its slices has binding conditions
 
 
 @dataclass(slots=True)
@@ -143,6 +145,7 @@ def _pool(
                 )
             )
         out.slices.append(devices)
+        out.binding = out.binding or any(dev.binding_conditions for dev in fs.devices)
     return out
 
 
@@ -168,10 +171,12 @@ def node_pools(
     index: GatherIndex,
     rules: Sequence[DeviceTaintRule],
     which: Mapping[tuple[str, str], Assignment] | None = None,
+    binding_last: bool = True,
 ) -> list[NodePool]:
     """The pools `node` sees, sorted like the allocator sorts them. `which` gives, for a
     pool whose slices disagree on resourceSliceCount, the outcome each of its views gets
-    (see `ambiguous`); the first outcome otherwise."""
+    (see `ambiguous`); the first outcome otherwise. `binding_last`:
+    rules.binding_pools_last."""
     out: list[NodePool] = []
     seen: set[tuple[str, str]] = set()
     chosen = which or {}
@@ -188,5 +193,5 @@ def node_pools(
             pool = _pool(r, None, pick, rules)
             if pool is not None:
                 out.append(pool)
-    out.sort(key=lambda p: (p.driver, p.pool))
+    out.sort(key=lambda p: (binding_last and p.binding, p.driver, p.pool))
     return out

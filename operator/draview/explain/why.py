@@ -30,7 +30,25 @@ REASON_ORDER = (
     "PoolInvalid",
     "StaleGeneration",
     "CapacitySourceInUse",
+    "CompatibilityGroupConflict",
     "PartitionableDevicesDisabled",
+    "BindingConditionsDisabled",
+    "CompatibilityGroupsDisabled",
+)
+
+
+# Device states whose reason is the whole story, whatever the request asks.
+_STATE_REASONS = frozenset(
+    {
+        "PoolInvalid",
+        "PoolIncomplete",
+        "StaleGeneration",
+        "CapacitySourceInUse",
+        "PartitionableDevicesDisabled",
+        "BindingConditionsDisabled",
+        "CompatibilityGroupsDisabled",
+        "CompatibilityGroupConflict",
+    }
 )
 
 
@@ -58,13 +76,7 @@ class Explainer:
         state, reason = st["state"], st.get("stateReason")
         if node is not None and not device_reaches(d.slice, d.device, node, labels):
             return "NodeUnreachable", f"not reachable from node {node}"
-        if reason in (
-            "PoolInvalid",
-            "PoolIncomplete",
-            "StaleGeneration",
-            "CapacitySourceInUse",
-            "PartitionableDevicesDisabled",
-        ):
+        if reason in _STATE_REASONS:
             return str(reason), str(reason)
         if state == "Allocated" and not choice.admin_access:
             claims = ", ".join(
