@@ -30,6 +30,7 @@ from tests.fidelity.harness import (
     reduce,
 )
 from tests.fidelity.oracle import Oracle
+from tests.fidelity.served import served_world
 from tests.fidelity.worldgen import generate
 
 from draview.engine.model import EngineOptions
@@ -67,7 +68,8 @@ def main() -> int:
     with Oracle(profile=profile) as oracle:
         for first in range(args.start, args.start + args.worlds, BATCH):
             seeds = range(first, min(first + BATCH, args.start + args.worlds))
-            worlds = [generate(s) for s in seeds]
+            # As the profile's API server holds them (1.34's layout, gated fields dropped).
+            worlds = [served_world(generate(s), profile) for s in seeds]
             answers = oracle.ask_many(
                 [device_case(str(w.seed), w.objects, profile) for w in worlds]
             )

@@ -26,8 +26,8 @@ from tests.fidelity.harness import (
     partition_case,
 )
 from tests.fidelity.oracle import Oracle
+from tests.fidelity.served import as_served
 from tests.fidelity.worldgen import World, generate
-from tests.fidelity.worlds134 import as_134
 
 from draview.engine.profile import Profile, all_gates_on, make_profile
 
@@ -52,8 +52,8 @@ def worlds() -> list[World]:
 
 
 def objects(world: World, profile: Profile) -> list[dict[str, Any]]:
-    """The world as the profile's API server holds it (worlds134.py for 1.34)."""
-    return as_134(world.objects) if profile.release == "1.34" else world.objects
+    """The world as the profile's API server holds it (served.py)."""
+    return as_served(world.objects, profile)
 
 
 @pytest.fixture(scope="module", params=sorted(VERIFIED))
@@ -136,11 +136,14 @@ def test_pending_claims(checked: tuple[Profile, frozenset[str], Oracle]) -> None
     worlds = [
         generate(seed) for seed in range(int(os.environ.get("DRAVIEW_PROFILE_CLAIM_SEEDS", "80")))
     ]
-    answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
+    held = [objects(w, profile) for w in worlds]
+    answers = oracle.ask_many(
+        [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
+    )
     failures: list[str] = []
     undecided = 0
-    for world, answer in zip(worlds, answers, strict=True):
-        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile)
+    for world, objs, answer in zip(worlds, held, answers, strict=True):
+        diffs, unknown = compare_claims(objs, world.pending, answer, profile)
         undecided += unknown
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)
     assert undecided == 0

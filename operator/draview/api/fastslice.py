@@ -25,13 +25,14 @@ from draview.api.slices import (
     Mixins,
     PoolRef,
     ResourceSlice,
+    binding_of,
 )
 
 M = TypeVar("M", bound=Model)
 
 _setattr = object.__setattr__
-# Keys a plain device may carry. bindsToNode and the binding failure conditions do not
-# change what draview computes; the models ignore them as well.
+# Keys a plain device may carry. The binding failure conditions do not change what
+# draview computes; the models ignore them as well.
 _DEVICE_KEYS = frozenset(
     {
         "name",
@@ -259,8 +260,9 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         consumes = _consumptions(raw_consumes, cache)
     if consumes is None:
         return None
-    binding = _strings(raw.get("bindingConditions"), cache)
-    if binding is None:
+    conditions = _strings(raw.get("bindingConditions"), cache)
+    binds = raw.get("bindsToNode", False)
+    if conditions is None or type(binds) is not bool:
         return None
     return Device(
         cache.string(name),
@@ -272,7 +274,7 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         node_name,
         None,
         all_nodes,
-        binding_conditions=binding,
+        binding=binding_of(conditions, binds),
     )
 
 

@@ -153,8 +153,14 @@ class DeviceSpec(_DeviceBody):
     includes: tuple[str, ...] = ()
     consumes_capacity_from: tuple[str, ...] = Field((), alias="consumesCapacityFrom")
     composite: bool = False
-    # DRADeviceBindingConditions: conditions the device must reach before a pod binds.
+    # DRADeviceBindingConditions: conditions the device must reach before a pod binds,
+    # and whether an allocation of it binds to the node it was made for.
     binding_conditions: tuple[str, ...] = Field((), alias="bindingConditions")
+    binds_to_node: bool = Field(False, alias="bindsToNode")
+
+    @property
+    def binding(self) -> Binding | None:
+        return binding_of(self.binding_conditions, self.binds_to_node)
 
     @model_validator(mode="before")
     @classmethod
@@ -183,6 +189,19 @@ class DeviceSpec(_DeviceBody):
 
 
 @dataclass(frozen=True, slots=True)
+class Binding:
+    """What DRADeviceBindingConditions adds to a device; rare, so one slot of the device
+    holds it (None for nearly every device)."""
+
+    conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+
+
+def binding_of(conditions: tuple[str, ...], binds_to_node: bool) -> Binding | None:
+    return Binding(conditions, binds_to_node) if conditions or binds_to_node else None
+
+
+@dataclass(frozen=True, slots=True)
 class Device(_Held):
     """A device as the allocator sees it after unwrapping `basic` / `composite` (128
     bytes; as a pydantic model its `__dict__` alone was 464)."""
@@ -200,7 +219,15 @@ class Device(_Held):
     includes: tuple[str, ...] = ()
     consumes_capacity_from: tuple[str, ...] = ()
     composite: bool = False
-    binding_conditions: tuple[str, ...] = ()
+    binding: Binding | None = None
+
+    @property
+    def binding_conditions(self) -> tuple[str, ...]:
+        return self.binding.conditions if self.binding is not None else ()
+
+    @property
+    def binds_to_node(self) -> bool:
+        return self.binding is not None and self.binding.binds_to_node
 
 
 Device.held(DeviceSpec)  # as above
@@ -331,6 +358,7 @@ ResourceSlice.held(ResourceSliceSpec)
 
 
 __all__ = [
+    "Binding",
     "Capacity",
     "CounterConsumption",
     "CounterSet",

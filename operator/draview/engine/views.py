@@ -273,6 +273,8 @@ def _view(
 
 def _multi_term(fs: FlatSlice, j: int) -> bool:
     s = fs.slice
+    if fs.devices[j].binds_to_node:
+        return False  # createNodeSelector writes the node's name for it, like a nodeName
     if s.per_device_node_selection and not _has_fields(fs):
         dev = fs.devices[j]
         name, selector = dev.node_name, dev.node_selector

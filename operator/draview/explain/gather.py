@@ -31,7 +31,8 @@ class SearchDevice:
     taints: tuple[Taint, ...]
     debits: tuple[tuple[CounterKey, Quantity], ...]
     unsupported_selector: bool  # several node-selector terms: the result cannot be written
-    node_local: bool  # a nodeName decides where it is: no node selector is written at all
+    # A nodeName (or bindsToNode) decides where it is: the result names the node alone.
+    node_local: bool
 
     @property
     def id(self) -> tuple[str, str, str]:
@@ -141,7 +142,8 @@ def _pool(
                     tuple(effective_taints(driver, name, dev, rules)),
                     tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
                     (i, j) in view.unsupported,
-                    bool(dev.node_name if per_device else fs.slice.node_name),
+                    bool(dev.node_name if per_device else fs.slice.node_name)
+                    or dev.binds_to_node,
                 )
             )
         out.slices.append(devices)
