@@ -5,7 +5,8 @@ An API server drops the fields of a disabled gate when an object is created
 and knows no field of a later release. So each profile is asked about the world its own
 cluster could hold: binding conditions only with DRADeviceBindingConditions and
 DRAResourceClaimDeviceStatus, compatibility groups only on 1.37 with
-DRADeviceCompatibilityGroups, and 1.34's layout (worlds134.py). The allocator's answer
+DRADeviceCompatibilityGroups, skipNodeOperations only on 1.37 with
+DRAOptionalNodeOperations, and 1.34's layout (worlds134.py). The allocator's answer
 for fields a cluster cannot hold (what the scheduler would do if handed them) is checked
 apart, with `keep_gated`.
 """
@@ -33,14 +34,17 @@ def as_served(objects: list[Obj], profile: Profile, keep_gated: bool = False) ->
         "DRAResourceClaimDeviceStatus"
     )
     groups = profile.release == "1.37" and profile.gate("DRADeviceCompatibilityGroups")
-    if binding and groups:
+    skips = profile.release == "1.37" and profile.gate("DRAOptionalNodeOperations")
+    if binding and groups and skips:
         return out
-    if not any(_has_dropped(o, binding, groups) for o in out):
+    if not any(_has_dropped(o, binding, groups, skips) for o in out):
         return out
     out = copy.deepcopy(out)
     for obj in out:
         if obj.get("kind") != "ResourceSlice":
             continue
+        if not skips:
+            obj["spec"].pop("skipNodeOperations", None)
         for dev in obj["spec"].get("devices") or ():
             if not binding:
                 for key in _BINDING:
@@ -51,9 +55,11 @@ def as_served(objects: list[Obj], profile: Profile, keep_gated: bool = False) ->
     return out
 
 
-def _has_dropped(obj: Obj, binding: bool, groups: bool) -> bool:
+def _has_dropped(obj: Obj, binding: bool, groups: bool, skips: bool) -> bool:
     if obj.get("kind") != "ResourceSlice":
         return False
+    if not skips and "skipNodeOperations" in obj["spec"]:
+        return True
     for dev in obj["spec"].get("devices") or ():
         if not binding and any(key in dev for key in _BINDING):
             return True

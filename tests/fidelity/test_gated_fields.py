@@ -32,7 +32,7 @@ from tests.fidelity.worldgen import World, generate
 from draview.engine.model import EngineOptions
 from draview.engine.profile import Profile, make_profile
 
-GATED = {"binding-conditions", "binds-to-node", "compatibility-groups"}
+GATED = {"binding-conditions", "binds-to-node", "compatibility-groups", "skip-node-operations"}
 SEEDS = range(int(os.environ.get("DRAVIEW_GATED_SEEDS", "400")))
 
 # profile -> the reasons its worlds must show (so the rule is really exercised)
@@ -44,6 +44,12 @@ PROFILES: dict[str, tuple[Profile, frozenset[str]]] = {
         frozenset({"BindingConditionsDisabled"}),
     ),
     "1.37-defaults": (make_profile("1.37"), frozenset({"CompatibilityGroupsDisabled"})),
+    # The experimental allocator (picked for compatibility groups) without optional node
+    # operations refuses every device of a slice that skips them.
+    "1.37-groups-only": (
+        make_profile("1.37", {"DRADeviceCompatibilityGroups": True}),
+        frozenset({"OptionalNodeOperationsDisabled", "CompatibilityGroupConflict"}),
+    ),
     "1.36-defaults": (make_profile("1.36"), frozenset()),  # groups unknown: dropped
 }
 
@@ -89,7 +95,7 @@ def test_devices_and_partitions(
 
 
 # 1.34's and 1.35's claims walk pools in random order: test_profiles.py checks them.
-CLAIM_PROFILES = ("1.36-defaults", "1.36-no-device-status", "1.37-defaults")
+CLAIM_PROFILES = ("1.36-defaults", "1.36-no-device-status", "1.37-defaults", "1.37-groups-only")
 
 
 @pytest.mark.parametrize("name", CLAIM_PROFILES)

@@ -127,6 +127,7 @@ FEATURES: tuple[str, ...] = (
     "fractional-range",
     "pending-fractional",
     "compatibility-groups",
+    "skip-node-operations",
 )
 
 

@@ -1,7 +1,9 @@
 """Fields newer than 1.36's API, or behind gates that are off by default, added to a
 generated world: binding conditions (bindingConditions, bindingFailureConditions,
-bindsToNode), fractional capacity ranges (DRAFractionalCapacityRange, 1.37) and
-compatibility groups (DRADeviceCompatibilityGroups, 1.37).
+bindsToNode), fractional capacity ranges (DRAFractionalCapacityRange, 1.37),
+compatibility groups (DRADeviceCompatibilityGroups, 1.37) and optional node operations
+(skipNodeOperations on slices, DRAOptionalNodeOperations in a Node's
+status.declaredFeatures; 1.37).
 
 Drawn from a random stream of their own (seeded from the world's seed), after the rest
 of the world: the objects worldgen.py draws are unchanged apart from the fields added
@@ -20,6 +22,8 @@ BINDING_FAILED = "example.com/attach-failed"
 CORES = "cores"
 GROUPS = ("even", "odd", "any")  # compatibility group names
 NAMESPACE = "team-gated"
+# skipNodeOperations the API accepts (NodePrepareResources only with the unprepare call).
+SKIPS = (["*"], ["NodeUnprepareResources"], ["NodePrepareResources", "NodeUnprepareResources"])
 # Fractional ranges every release's validation accepts: a step below one whole unit
 # reads as 1 on the integer path, so only the milli path (1.37) has anything to check.
 _RANGES = (("250m", "250m"), ("500m", "250m"), ("100m", "100m"), ("250m", "125m"))
@@ -41,6 +45,8 @@ def add_gated(seed: int, objects: list[Obj], pending: list[Obj]) -> set[str]:
     consumers = [(s, d) for s, d in devices if d.get("consumesCounters")]
     if consumers and rng.random() < 0.35:
         _groups(rng, consumers, pending, features)
+    if slices and rng.random() < 0.2:
+        _node_operations(rng, slices, objects, features)
     if len(objects) + len(pending) > before:
         _add_missing_parts(objects, pending)
     return features
@@ -111,6 +117,19 @@ def _fractional(
     requests = {CORES: ask} if ask else {}
     pending.append(_claim(slc, "cores", rng, {"requests": requests} if requests else None))
     features.add("pending-fractional")
+
+
+def _node_operations(
+    rng: random.Random, slices: list[Obj], objects: list[Obj], features: set[str]
+) -> None:
+    """Slices whose devices need no node-local calls, and nodes that can tell (every node
+    gets a status then: one without declares nothing, as the scheduler reads it)."""
+    for slc in rng.sample(slices, min(len(slices), rng.randint(1, 2))):
+        slc["spec"]["skipNodeOperations"] = rng.choice(SKIPS)
+    for node in (o for o in objects if o.get("kind") == "Node"):
+        declared = ["DRAOptionalNodeOperations"] if rng.random() < 0.5 else []
+        node["status"] = {"declaredFeatures": declared} if declared else {}
+    features.add("skip-node-operations")
 
 
 def _milli(text: str) -> int:

@@ -135,6 +135,8 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "all_mode_static_capacity",
         "fractional_capacity_range",
         "compatibility_groups",
+        "node_operations_checked",
+        "optional_node_operations",
     ]
     assert "invalid_pool_is_node_local" in differences(make_profile("1.34"))
     assert differences(all_gates_on("1.36")) == []

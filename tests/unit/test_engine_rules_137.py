@@ -154,3 +154,34 @@ def test_partition_figures_keep_one_group_per_counter_set() -> None:
         r = pool(*objs, profile=profile, partition_attributes=("profile",))
         (part,) = r.status["partitions"]
         assert (part["available"], part["allocatable"], part["method"]) == (3, together, "exact")
+
+
+def _node(name: str, *declared: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"declaredFeatures": list(declared)},
+    }
+
+
+def test_optional_node_operations_need_the_feature_and_the_node() -> None:
+    skipping = rslice("lean", [device("gpu-0")], node=None, skipNodeOperations=["*"])
+    objs = (skipping, _node("node-a", "DRAOptionalNodeOperations"), _node("node-b"))
+    k137 = make_profile("1.37", {"DRAOptionalNodeOperations": True})
+    # node-a declares the feature: allocatable there.
+    assert states(pool(*objs, profile=k137))["gpu-0"] == ("Available", None)
+    alone = (skipping, _node("node-b"))
+    assert states(pool(*alone, profile=k137))["gpu-0"] == (
+        "Unavailable",
+        "NodeLacksOptionalNodeOperations",
+    )
+    # The experimental allocator without the feature refuses it on every node; the
+    # incubating one (1.37's defaults) does not read the field.
+    without = make_profile("1.37", {"DRADeviceCompatibilityGroups": True})
+    assert without.implementation == "experimental"
+    assert states(pool(*objs, profile=without))["gpu-0"] == (
+        "Unavailable",
+        "OptionalNodeOperationsDisabled",
+    )
+    assert states(pool(*objs, profile=K137))["gpu-0"] == ("Available", None)

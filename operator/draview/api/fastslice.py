@@ -313,6 +313,7 @@ _SPEC_KEYS = frozenset(
         "perDeviceNodeSelection",
         "devices",
         "sharedCounters",
+        "skipNodeOperations",
     }
 )
 
@@ -335,7 +336,8 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
         return None
     devices = [_device(d, cache) for d in raw_devices]
     sets = [_counter_set(c, cache) for c in raw_sets]
-    if None in devices or None in sets:
+    skips = _strings(spec.get("skipNodeOperations"), cache)
+    if None in devices or None in sets or skips is None:
         return None
     name = meta.get("name") or ""
     uid = meta.get("uid") or ""
@@ -357,6 +359,7 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
         tuple(devices),  # type: ignore[arg-type]  # no None left
         tuple(sets),  # type: ignore[arg-type]
         _NO_MIXINS,
+        skips,
     )
 
 

@@ -296,6 +296,13 @@ class ResourceSliceSpec(Model):
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = Field((), alias="sharedCounters")
     mixins: Mixins = Field(default_factory=Mixins)
+    # DRAOptionalNodeOperations (1.37, alpha): node-local calls the driver does without.
+    skip_node_operations: tuple[str, ...] = Field((), alias="skipNodeOperations")
+
+    @field_validator("skip_node_operations", mode="before")
+    @classmethod
+    def _skips(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
 
     @field_validator("devices", "shared_counters", mode="before")
     @classmethod
@@ -326,6 +333,7 @@ class ResourceSlice(_Held):
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = ()
     mixins: Mixins = field(default_factory=Mixins)
+    skip_node_operations: tuple[str, ...] = ()
 
     @property
     def pool_key(self) -> tuple[str, str]:

@@ -51,6 +51,8 @@ class Rules:
     fractional_capacity_range: bool = False
     compatibility_groups: bool = False
     compatibility_groups_skip_slices: bool = False
+    node_operations_checked: bool = False
+    optional_node_operations: bool = False
 
 
 # The rules docs/semantics.md describes (1.36 with every gate on); `differences` is
@@ -222,6 +224,18 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "and is dropped)",
         "structured/internal/*/pools_*.go: GatherPools, slicesWithoutCompatibilityGroups",
     ),
+    "node_operations_checked": (
+        "a device of a slice with skipNodeOperations is refused unless the scheduler has "
+        "optional node operations and the node declares them (else the field is not read)",
+        "1.37's experimental allocator (the field exists from 1.37)",
+        "structured/internal/experimental/allocator_experimental.go: allocateDevice",
+    ),
+    "optional_node_operations": (
+        "such a device is allocatable on nodes whose status.declaredFeatures has "
+        "DRAOptionalNodeOperations",
+        "Features.OptionalNodeOperations (gate DRAOptionalNodeOperations, 1.37, alpha)",
+        "structured/internal/experimental/allocator_experimental.go: allocateDevice",
+    ),
 }
 
 
@@ -264,6 +278,8 @@ def rules_for(profile: Profile) -> Rules:
         compatibility_groups="CompatibilityGroups" in features,
         compatibility_groups_skip_slices=profile.release == "1.37"
         and "CompatibilityGroups" not in features,
+        node_operations_checked=profile.release == "1.37" and experimental,
+        optional_node_operations="OptionalNodeOperations" in features,
     )
 
 

@@ -37,7 +37,9 @@ RANKS = {
     "CapacitySourceInUse": 9,
     "UnsupportedNodeSelector": 10,
     "CompatibilityGroupConflict": 10,
+    "NodeLacksOptionalNodeOperations": 10,
     "BindingConditionsDisabled": 11,
+    "OptionalNodeOperationsDisabled": 11,
     "CompatibilityGroupsDisabled": 11,
     "PartitionableDevicesDisabled": 11,
 }
@@ -320,6 +322,8 @@ class _Judging:
                 for k, at in enumerate(targets):
                     if reasons[k] is None and not _rechecks_first(self.flat, at, self.state):
                         reasons[k] = "InsufficientCapacity"
+        if self.rules.node_operations_checked:
+            self._node_operations(view, targets, by_check)
         unsupported, best, per_count = view.unsupported, self.best, self.per_count
         free: set[tuple[int, int]] = set()
         fresh = not best  # the first view: nothing to compare with
@@ -346,6 +350,38 @@ class _Judging:
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
             self.free_by_view.append((free, first_ok.left, first_ok.groups))
+
+    def _node_operations(
+        self, view: View, targets: Sequence[tuple[int, int]], by_check: list[list[str | None]]
+    ) -> None:
+        """1.37's experimental allocateDevice refuses a device of a slice with
+        skipNodeOperations right after the in-use checks, unless the scheduler has optional
+        node operations and the node declares them."""
+        if self.rules.optional_node_operations:
+            if not view.lacks_node_operations:
+                return
+            reason = "NodeLacksOptionalNodeOperations"
+        else:
+            reason = "OptionalNodeOperationsDisabled"
+        flat = self.flat
+        for k, at in enumerate(targets):
+            if flat[at[0]].slice.skip_node_operations:
+                for reasons in by_check:
+                    if reasons[k] not in _DECIDED_EARLIER:
+                        reasons[k] = reason
+
+
+# Refusals the allocator reaches before allocateDevice's node-operations check.
+_DECIDED_EARLIER = frozenset(
+    {
+        "InUse",
+        "InsufficientCapacity",
+        "BindingConditionsDisabled",
+        "PoolIncomplete",
+        "PoolInvalid",
+        "StaleGeneration",
+    }
+)
 
 
 def _rechecks_first(flat: Sequence[FlatSlice], at: tuple[int, int], state: AllocatedState) -> bool:

@@ -35,6 +35,11 @@ class Candidate:
     name: str | None
     labels: Mapping[str, str] = field(default_factory=dict)
     members: tuple[str, ...] = ()  # the nodes it stands for, when more than itself
+    declared: frozenset[str] | None = None  # status.declaredFeatures; None: not known
+
+    def lacks(self, feature: str) -> bool:
+        """Known not to declare `feature` (a node whose status is unknown is taken to)."""
+        return self.declared is not None and feature not in self.declared
 
 
 def matches(
@@ -44,6 +49,9 @@ def matches(
 
 
 OutcomeKind = Literal["ok", "invalid", "incomplete", "obsolete"]
+# The feature a node declares (status.declaredFeatures) when its kubelet can do without
+# the node operations a slice's skipNodeOperations names.
+NODE_OPERATIONS = "DRAOptionalNodeOperations"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,9 @@ class View:
     # The slices GatherPools may meet first for these nodes, each with the index of the
     # outcome its count leads to: which one it meets depends on the list order.
     first: tuple[tuple[int, int], ...] = ()
+    # These nodes do not declare DRAOptionalNodeOperations: the devices of slices with
+    # skipNodeOperations are refused here (rules.optional_node_operations).
+    lacks_node_operations: bool = False
 
 
 def _has_fields(fs: FlatSlice) -> bool:
@@ -114,7 +125,13 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
         if isinstance(nodes, NodeGroups)
         else {n.name: n.labels for n in nodes or ()}
     )
-    out = [Candidate(n, known.get(n, {})) for n in sorted(named)]
+    declared = {n.name: n.declared for n in nodes or () if n.declared is not None}
+    # A named node the given Node objects lack has no status: it declares nothing. The
+    # operator reads metadata only (NodeGroups), and assumed nodes are not known at all.
+    unknown: frozenset[str] | None = (
+        None if nodes is None or isinstance(nodes, (AssumedNodes, NodeGroups)) else frozenset()
+    )
+    out = [Candidate(n, known.get(n, {}), (), declared.get(n, unknown)) for n in sorted(named)]
     if selects:
         if nodes is not None:
             out.extend(_unnamed(nodes, named))
@@ -128,11 +145,11 @@ def _unnamed(nodes: Sequence[NodeInfo], named: set[str]) -> Iterator[Candidate]:
     for n in nodes:
         if not n.members:
             if n.name not in named:
-                yield Candidate(n.name, n.labels)
+                yield Candidate(n.name, n.labels, (), n.declared)
             continue
         members = tuple(m for m in n.members if m not in named) if named else n.members
         if members:
-            yield Candidate(members[0], n.labels, members if len(members) > 1 else ())
+            yield Candidate(members[0], n.labels, members if len(members) > 1 else (), n.declared)
 
 
 class Parser:
@@ -155,6 +172,7 @@ class Parser:
         self.refuse_incomplete = rules.incomplete_pools_refused
         self.per_slice = not rules.counters_per_pool
         self.binding_last = rules.binding_slices_last
+        self.node_operations = rules.node_operations_checked and rules.optional_node_operations
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
         self.names_done: dict[tuple[int, ...], ParsedPool] = {}
 
@@ -287,8 +305,10 @@ def build_views(
     flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None, parse: Parser | None = None
 ) -> list[View]:
     """One view per distinct set of slices (and per-device matches) that reaches a node."""
-    groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]]], list[str | None]] = {}
+    groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]], bool], list[str | None]] = {}
     parse = parse or Parser(flat)
+    # Nodes tell apart by their declared features only where a slice needs them.
+    skips = parse.node_operations and any(fs.slice.skip_node_operations for fs in flat)
     for cand in candidates(flat, nodes):
         rel = tuple(i for i, fs in enumerate(flat) if relevant(fs, cand, parse.everywhere))
         if not rel:
@@ -302,8 +322,14 @@ def build_views(
             for j, d in enumerate(flat[i].devices)
             if matches(d.node_name, d.all_nodes, d.node_selector, cand)
         )
-        groups.setdefault((rel, reach), []).extend(cand.members or (cand.name,))
-    return [_view(flat, rel, reach, names, parse) for (rel, reach), names in groups.items()]
+        lacks = skips and cand.lacks(NODE_OPERATIONS)
+        groups.setdefault((rel, reach, lacks), []).extend(cand.members or (cand.name,))
+    return [
+        replace(_view(flat, rel, reach, names, parse), lacks_node_operations=lacks)
+        if lacks
+        else _view(flat, rel, reach, names, parse)
+        for (rel, reach, lacks), names in groups.items()
+    ]
 
 
 def bystander(

@@ -33,6 +33,8 @@ class SearchDevice:
     unsupported_selector: bool  # several node-selector terms: the result cannot be written
     # A nodeName (or bindsToNode) decides where it is: the result names the node alone.
     node_local: bool
+    # Its slice has skipNodeOperations and the node or the scheduler cannot do without.
+    node_operations_refused: bool = False
 
     @property
     def id(self) -> tuple[str, str, str]:
@@ -119,6 +121,10 @@ def _pool(
         return out
     targets = set(view.targets)
     flat = prepared.flat
+    profile_rules = prepared.rules
+    refuse_skips = profile_rules.node_operations_checked and (
+        view.lacks_node_operations or not profile_rules.optional_node_operations
+    )
     # Every device of the view's device slices is walked, per-device node selection
     # checked after the selectors as isSelectable does (a relevant per-device slice
     # always has some device among the targets).
@@ -142,8 +148,8 @@ def _pool(
                     tuple(effective_taints(driver, name, dev, rules)),
                     tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
                     (i, j) in view.unsupported,
-                    bool(dev.node_name if per_device else fs.slice.node_name)
-                    or dev.binds_to_node,
+                    bool(dev.node_name if per_device else fs.slice.node_name) or dev.binds_to_node,
+                    refuse_skips and bool(s.skip_node_operations),
                 )
             )
         out.slices.append(devices)

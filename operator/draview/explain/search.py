@@ -391,6 +391,8 @@ class NodeSearch:
             return None
         if not admin and self._in_use(d, pool):
             return None
+        if d.node_operations_refused:
+            return None
         skip = self._skips_counters(d, pool, multi)
         restore_groups = self._take_groups(d, pool, skip)
         if restore_groups is None:

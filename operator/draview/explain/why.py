@@ -34,6 +34,8 @@ REASON_ORDER = (
     "PartitionableDevicesDisabled",
     "BindingConditionsDisabled",
     "CompatibilityGroupsDisabled",
+    "OptionalNodeOperationsDisabled",
+    "NodeLacksOptionalNodeOperations",
 )
 
 
@@ -48,6 +50,8 @@ _STATE_REASONS = frozenset(
         "BindingConditionsDisabled",
         "CompatibilityGroupsDisabled",
         "CompatibilityGroupConflict",
+        "OptionalNodeOperationsDisabled",
+        "NodeLacksOptionalNodeOperations",
     }
 )
 
