@@ -112,8 +112,8 @@ def _fractional(
         if taken + amount > milli_total:
             break
         taken += amount
-        objects.append(_share(slc, dev, f"cores-{k}", f"{amount}m", rng))
-    ask = rng.choice(("", "300m", "1", "1100m", f"{milli_total - taken}m"))
+        objects.append(_share(slc, dev, f"cores-{k}", _quantity(amount), rng))
+    ask = rng.choice(("", "300m", "1", "1100m", _quantity(milli_total - taken)))
     requests = {CORES: ask} if ask else {}
     pending.append(_claim(slc, "cores", rng, {"requests": requests} if requests else None))
     features.add("pending-fractional")
@@ -134,6 +134,11 @@ def _node_operations(
 
 def _milli(text: str) -> int:
     return int(text[:-1]) if text.endswith("m") else int(text) * 1000
+
+
+def _quantity(milli: int) -> str:
+    """Canonical, as the API server writes it back ("1", not "1000m")."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
 def _groups(
