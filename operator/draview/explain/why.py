@@ -107,6 +107,7 @@ class Explainer:
                 d.driver,
                 choice.capacity_requests,
                 st.get("availableCapacity", {}) if shareable else None,
+                index.fractional,
             )
             if problem is not None:
                 return "CapacityTooSmall", problem
