@@ -106,7 +106,8 @@ def test_pending_claims(name: str, worlds: list[World]) -> None:
 
 
 def _claims_agree(profile: Profile, oracle: Oracle, worlds: list[World]) -> None:
-    held = [as_served(w.objects, profile, keep_gated=True) for w in worlds[:80]]
+    worlds = worlds[:80]
+    held = [as_served(w.objects, profile, keep_gated=True) for w in worlds]
     answers = oracle.ask_many(
         [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
     )
