@@ -163,7 +163,7 @@ class ViewCheck:
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
         policies, has_policy = self.parsed.policy_cache, self.parsed.has_policy
         partitionable, groups = self.parsed.partitionable, self.groups
-        bindings, fractional = rules.binding_conditions, rules.fractional_capacity_range
+        unbound, fractional = not rules.binding_conditions, rules.fractional_capacity_range
         out: list[str | None] = []
         append = out.append
         for k, dev in enumerate(devs):
@@ -171,7 +171,7 @@ class ViewCheck:
             if name in dedicated:
                 append("InUse")
                 continue
-            if dev.binding_conditions and not bindings:
+            if unbound and dev.binding is not None and dev.binding.conditions:
                 # isSelectable: never a candidate while the scheduler cannot bind it.
                 append("BindingConditionsDisabled")
                 continue
