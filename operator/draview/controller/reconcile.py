@@ -23,7 +23,8 @@ from draview.api.taints import DeviceTaintRule
 from draview.controller import metrics
 from draview.controller.nodes import NodeIndex
 from draview.controller.store import Store
-from draview.controller.writer import ObjKey, Writer, obj_key
+from draview.controller.writequeue import ObjKey
+from draview.controller.writer import Writer, obj_key
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
