@@ -139,6 +139,9 @@ class Reconciler:
         # Judgements made (and pools forgotten) so far: explanations of pending claims
         # read the results, and need not be made again while this stays the same.
         self.judged = 0
+        # Per pool, the count above when it was last judged: what explanations unpack
+        # and index again (explanations.CatalogSync) is the pools whose stamp moved.
+        self.stamps: dict[PoolKey, int] = {}
 
     def compute(self, keys: Iterable[PoolKey]) -> Judged:
         desired: list[dict[str, Any]] = []
@@ -203,12 +206,17 @@ class Reconciler:
         self.broken.discard(key)
         self._report(key, result)
         self.judged += 1
+        self.stamps[key] = self.judged
         self.results[key] = _lean(result)
         self._packed[key] = _Packed.of(result)
         return objs
 
+    def full_result(self, key: PoolKey) -> PoolResult | None:
+        """A pool's latest judgement with its status bodies (what `why` reads)."""
+        lean = self.results.get(key)
+        return None if lean is None else self._packed[key].unpack(lean)
+
     def full_results(self) -> list[PoolResult]:
-        """Every pool's latest judgement with its status bodies (what `why` reads)."""
         return [self._packed[k].unpack(r) for k, r in self.results.items()]
 
     def _own(self, key: PoolKey, objs: list[dict[str, Any]]) -> list[ObjKey]:
@@ -234,6 +242,7 @@ class Reconciler:
         self.pool_errors.pop(key, None)
         self.results.pop(key, None)
         self._packed.pop(key, None)
+        self.stamps.pop(key, None)
         self.broken.discard(key)
         metrics.forget_pool(key)
         return self.pool_objects.pop(key, set())
@@ -259,3 +268,4 @@ class Reconciler:
             metrics.forget_pool(key)
         self.results.clear()
         self._packed.clear()
+        self.stamps.clear()

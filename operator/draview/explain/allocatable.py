@@ -7,7 +7,7 @@ the answer; otherwise one node with a solution is enough.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice, product
 
@@ -19,6 +19,7 @@ from draview.engine.profile import Profile
 from draview.engine.rules import DEFAULT_RULES, Rules, as_read, refusal, rules_for
 from draview.explain.gather import Assignment, GatherIndex, ambiguous, node_pools
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
+from draview.explain.steps import Steps, finish
 
 MAX_COMBINATIONS = 256  # assignments of trusted counts, combined across pools
 
@@ -42,10 +43,11 @@ def _once(
     which: Mapping[tuple[str, str], Assignment],
     budget: int,
     profile_rules: Rules = DEFAULT_RULES,
-) -> Allocatability:
+) -> Steps[Allocatability]:
     fits: list[str] = []
     unknown = False
     for node in nodes:
+        yield  # one node's search between two steps
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
         pools = node_pools(node, index, rules, which, profile_rules.binding_pools_last)
@@ -68,7 +70,7 @@ def _once(
     return Allocatability("no", "no node has devices that satisfy every request")
 
 
-def _judged_with(results: Sequence[PoolResult]) -> Rules:
+def _judged_with(results: Iterable[PoolResult]) -> Rules:
     for r in results:
         if r.prepared is not None:
             return r.prepared.rules
@@ -87,6 +89,23 @@ def allocatable(
 ) -> Allocatability:
     """`nodes`: the nodes to try (default: every node some pool's view names); `profile`:
     whose scheduler to mirror (default: the one the results were judged with)."""
+    return finish(allocatable_steps(claim, results, classes, rules, nodes, cel, budget, profile))
+
+
+def allocatable_steps(
+    claim: ResourceClaim,
+    results: Iterable[PoolResult],
+    classes: Mapping[str, DeviceClass],
+    rules: Sequence[DeviceTaintRule] = (),
+    nodes: Sequence[str | None] | None = None,
+    cel: CelEngine | None = None,
+    budget: int = 500_000,
+    profile: Profile | None = None,
+    gather: GatherIndex | None = None,
+    shaky: Mapping[tuple[str, str], list[Assignment]] | None = None,
+) -> Steps[Allocatability]:
+    """allocatable() in steps, one node's search each; `gather` and `shaky`: what is
+    otherwise built from `results` (GatherIndex.build, ambiguous) on every call."""
     profile_rules = rules_for(profile) if profile is not None else _judged_with(results)
     refused = refusal(claim, profile_rules)
     if refused is not None:
@@ -95,27 +114,28 @@ def allocatable(
         rules = ()
     claim = as_read(claim, profile_rules)
     cel = cel or CelEngine()
-    index = GatherIndex.build(results)
-    tried = list(nodes) if nodes is not None else index.nodes()
+    if gather is None or shaky is None:
+        listed = list(results)
+        gather, shaky = GatherIndex.build(listed), ambiguous(listed)
+    tried = list(nodes) if nodes is not None else gather.nodes()
     # Where slices disagree on resourceSliceCount the scheduler's list order picks the
     # count; every combination is tried (two counts per pool, so a handful at most).
-    pools = ambiguous(results)
+    pools = dict(shaky)
     answers: list[Allocatability] = []
     # Pools are gathered apart, so any assignment of one combines with any of another.
     for combo in islice(product(*pools.values()), MAX_COMBINATIONS):
-        answers.append(
-            _once(
-                claim,
-                index,
-                classes,
-                rules,
-                tried,
-                cel,
-                dict(zip(pools, combo, strict=True)),
-                budget,
-                profile_rules,
-            )
+        answer = yield from _once(
+            claim,
+            gather,
+            classes,
+            rules,
+            tried,
+            cel,
+            dict(zip(pools, combo, strict=True)),
+            budget,
+            profile_rules,
         )
+        answers.append(answer)
     kinds = {a.answer for a in answers}
     if len(kinds) == 1 or "unknown" in kinds:
         return answers[0] if len(kinds) == 1 else Allocatability("unknown", answers[0].detail)

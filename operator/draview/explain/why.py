@@ -11,12 +11,17 @@ from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.attributes import AttrValue, attribute
 from draview.engine.nodes import device_reaches
 from draview.engine.pool import PoolResult
-from draview.explain.allocatable import Allocatability, allocatable
+from draview.explain.allocatable import Allocatability, allocatable_steps
 from draview.explain.checks import capacity_problem, taint_text, untolerated
+from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
+from draview.explain.steps import Steps, finish
 
 NETWORK = ""  # devices not bound to one node: reachable from any node they select
+# Devices looked at between two steps (explain/steps.py): a selector evaluated for the
+# first time costs about a millisecond a device.
+DEVICES_PER_STEP = 32
 
 # Reasons as they appear in output, most telling first when summarising.
 REASON_ORDER = (
@@ -123,6 +128,17 @@ class Explainer:
         node: str | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> ChoiceExplanation:
+        return finish(self._choice_steps(label, choice, classes, index, node, labels))
+
+    def _choice_steps(
+        self,
+        label: str,
+        choice: DeviceChoice,
+        classes: Mapping[str, DeviceClass],
+        index: DeviceIndex,
+        node: str | None,
+        labels: Mapping[str, str] | None,
+    ) -> Steps[ChoiceExplanation]:
         out = ChoiceExplanation(
             request=label,
             device_class=choice.device_class_name,
@@ -145,7 +161,9 @@ class Explainer:
             out.reason = out.error
             return out
         per_node: dict[str, int] = defaultdict(int)
-        for d in index.devices:
+        for i, d in enumerate(index.devices):
+            if i % DEVICES_PER_STEP == 0:
+                yield
             if not d.pool_complete or not d.pool_valid:
                 # The allocator skips such pools without evaluating their devices.
                 if self._matches(d, selectors) is True:
@@ -223,12 +241,16 @@ class Explainer:
         c: Constraint,
         requests: Sequence[RequestExplanation],
         index: DeviceIndex,
-    ) -> str | None:
+    ) -> Steps[str | None]:
         names = set(c.requests) or {r.name for r in requests}
         attr = c.match_attribute or c.distinct_attribute
         if attr is None:
             return None
-        by_id = {d.id: d for d in index.devices}
+        by_id: dict[str, IndexedDevice] = {}
+        for i, d in enumerate(index.devices):
+            if i % (64 * DEVICES_PER_STEP) == 0:
+                yield
+            by_id[d.id] = d
         groups: list[tuple[str, int, dict[AttrValue, int]]] = []
         for r in requests:
             for ch in r.choices:
@@ -288,24 +310,43 @@ class Explainer:
         """The per-device reasons come from the index; with `results` (the pools the index
         was built from) the verdict is the allocator's own answer, from the port of its
         search (explain/search.py), on `node` or on every node."""
+        return finish(self.explain_steps(claim, index, classes, node, labels, results, rules))
+
+    def explain_steps(
+        self,
+        claim: ResourceClaim,
+        index: DeviceIndex,
+        classes: Mapping[str, DeviceClass] | Iterable[DeviceClass],
+        node: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        results: Iterable[PoolResult] | None = None,
+        rules: Sequence[DeviceTaintRule] = (),
+        gather: GatherIndex | None = None,
+        shaky: Mapping[tuple[str, str], list[Assignment]] | None = None,
+    ) -> Steps[ClaimExplanation]:
+        """explain() in steps; `gather` and `shaky`: what the search needs of `results`,
+        when the caller keeps them (explain/catalog.py)."""
         by_name = classes if isinstance(classes, Mapping) else {c.name: c for c in classes}
         out = ClaimExplanation(claim.namespace, claim.name, claim.allocated, node)
         for req in claim.requests:
             choices = []
             for ch in req.choices:
                 label = f"{req.name}/{ch.name}" if req.prioritized else req.name
-                choices.append(self.explain_choice(label, ch, by_name, index, node, labels))
+                choice = yield from self._choice_steps(label, ch, by_name, index, node, labels)
+                choices.append(choice)
                 if req.prioritized and choices[-1].satisfiable:
                     break  # the allocator takes the first subrequest that fits
             out.requests.append(RequestExplanation(req.name, req.prioritized, choices))
         for c in claim.constraints:
-            problem = self._constraint(c, out.requests, index)
+            problem = yield from self._constraint(c, out.requests, index)
             if problem is not None:
                 out.constraint_problems.append(problem)
         self._verdict(out)
         if results is not None and not out.allocated:
             nodes = [node] if node is not None else None
-            found = allocatable(claim, results, by_name, rules, nodes, self.cel)
+            found = yield from allocatable_steps(
+                claim, results, by_name, rules, nodes, self.cel, gather=gather, shaky=shaky
+            )
             self._exact(out, found)
         return out
 
