@@ -279,6 +279,44 @@ def _pool_object(driver: str, pool: str) -> str:
     return pool_object_name(driver, pool)
 
 
+class Watches:
+    """What the churn watches besides latency: the loop, full collections and, with
+    claim events on, the explanations' rounds and steps (which it runs)."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+        self.loop, self.collections = LoopWatch(), GcWatch()
+        self.rounds = watch_rounds(ctl, self.loop)
+        self.steps = watch_steps()
+        gc.callbacks.append(self.collections)
+        self.tasks = [asyncio.create_task(self.loop.run())]
+        if ctl.settings.claim_events:
+            self.tasks.append(asyncio.create_task(ctl.explanations.run()))
+
+    def stop(self) -> dict[str, Any]:
+        for task in self.tasks:
+            task.cancel()
+        gc.callbacks.remove(self.collections)
+        loop, rounds = self.loop, self.rounds
+        out: dict[str, Any] = {
+            "longest_loop_block_s": round(loop.longest, 3),
+            "longest_loop_block_cpu_s": round(loop.longest_cpu, 3),
+            "longest_full_collection_s": round(self.collections.longest, 3),
+        }
+        if self.ctl.settings.claim_events:
+            out["explanations"] = {
+                "rounds": rounds,
+                "longest_loop_block_in_a_round_s": round(loop.longest_busy, 3),
+                "longest_loop_block_in_a_round_cpu_s": round(loop.longest_busy_cpu, 3),
+                "longest_step_s": round(self.steps[0], 3),
+                "longest_step_cpu_s": round(self.steps[1], 3),
+                "explanations": sum(r["explanations"] for r in rounds),
+                "claims_explained": len(self.ctl.explanations.explainer.last),
+                "events": POSTED[0],
+            }
+        return out
+
+
 async def churn(
     ctl: Controller, w: CountingWriter, n: int, rate: float, seconds: float, interval: float
 ) -> dict[str, Any]:
@@ -289,13 +327,7 @@ async def churn(
     latencies: list[float] = []
     pending: list[tuple[float, str]] = []  # (event time, pool status name)
     w.yields = True
-    watch, collections = LoopWatch(), GcWatch()
-    rounds = watch_rounds(ctl, watch)
-    steps = watch_steps()
-    gc.callbacks.append(collections)
-    tasks = [asyncio.create_task(watch.run())]
-    if ctl.settings.claim_events:
-        tasks.append(asyncio.create_task(ctl.explanations.run()))
+    watches = Watches(ctl)
     worker = asyncio.create_task(ctl.worker.run(interval))
     cpu0, t0 = time.process_time(), time.monotonic()
     sent = 0
@@ -324,11 +356,9 @@ async def churn(
         await asyncio.sleep(0.05)
         _collect(w, pending, latencies)
     cpu = time.process_time() - cpu0
-    for task in (worker, *tasks):
-        task.cancel()
-    gc.callbacks.remove(collections)
+    worker.cancel()
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
-    out: dict[str, Any] = {
+    return {
         "changes": sent,
         "judged": len(latencies),
         "p50_s": round(q[49], 3),
@@ -336,22 +366,8 @@ async def churn(
         "p99_s": round(q[98], 3),
         "cpu_s": round(cpu, 2),
         "cpu_per_change_ms": round(1000 * cpu / max(1, sent), 2),
-        "longest_loop_block_s": round(watch.longest, 3),
-        "longest_loop_block_cpu_s": round(watch.longest_cpu, 3),
-        "longest_full_collection_s": round(collections.longest, 3),
+        **watches.stop(),
     }
-    if ctl.settings.claim_events:
-        out["explanations"] = {
-            "rounds": rounds,
-            "longest_loop_block_in_a_round_s": round(watch.longest_busy, 3),
-            "longest_loop_block_in_a_round_cpu_s": round(watch.longest_busy_cpu, 3),
-            "longest_step_s": round(steps[0], 3),
-            "longest_step_cpu_s": round(steps[1], 3),
-            "explanations": sum(r["explanations"] for r in rounds),
-            "claims_explained": len(ctl.explanations.explainer.last),
-            "events": POSTED[0],
-        }
-    return out
 
 
 POSTED = [0]  # Events the explanations would have posted
@@ -372,6 +388,47 @@ def _collect(w: CountingWriter, pending: list[tuple[float, str]], out: list[floa
     pending[:] = keep
 
 
+def controller(
+    interval: float, explain: float | None, classes: bool
+) -> tuple[CountingWriter, Controller]:
+    w = CountingWriter()
+    settings = Settings(
+        batch_interval=interval,
+        claim_events=explain is not None,
+        pending_threshold=0.0,
+        explain_interval=explain or 10.0,
+    )
+    ctl = Controller(w, settings, count_event, count_event)
+    for obj in world.device_classes() if classes else ():
+        ctl.ingest.class_event("ADDED", obj)
+    return w, ctl
+
+
+def list_world(ctl: Controller, phases: Phases, n: int) -> dict[str, int]:
+    """The lists, each a phase. As the operator's Syncer does (controller/sync.py): the
+    first list (and the first full sync) run without the cyclic collector, what they
+    made then frozen out of its generations."""
+
+    def listed(kind: str, handler: Any, objects: Any) -> int:
+        if kind != "claims":
+            return feed(handler, objects)
+        with long_lived():  # the last list: the collection and freeze count here
+            return feed(handler, objects)
+
+    gc.disable()
+    return {
+        "nodes": phases.measure(
+            "list nodes", lambda: listed("nodes", ctl.ingest.node_event, world.all_nodes(n))
+        ),
+        "slices": phases.measure(
+            "list slices", lambda: listed("slices", ctl.ingest.slice_event, world.all_slices(n))
+        ),
+        "claims": phases.measure(
+            "list claims", lambda: listed("claims", ctl.ingest.claim_event, world.all_claims(n))
+        ),
+    }
+
+
 def run(
     n: int,
     rate: float,
@@ -383,45 +440,16 @@ def run(
     """`explain`: run the explanations every that many seconds (None: claim events off);
     `classes`: list the DeviceClasses (without, every explanation stops at "DeviceClass
     not found", as before session 10)."""
-    w = CountingWriter()
-    settings = Settings(
-        batch_interval=interval,
-        claim_events=explain is not None,
-        pending_threshold=0.0,
-        explain_interval=explain or 10.0,
-    )
-    ctl = Controller(w, settings, count_event, count_event)
+    w, ctl = controller(interval, explain, classes)
     phases = Phases()
     base = rss_mib()
     loop = asyncio.new_event_loop()
-
-    def listed(kind: str, handler: Any, objects: Any) -> int:
-        if kind != "claims":
-            return feed(handler, objects)
-        with long_lived():  # the last list: the collection and freeze count here
-            return feed(handler, objects)
 
     def judge() -> None:
         with long_lived():
             loop.run_until_complete(ctl.worker.full_sync())
 
-    # As the operator's Syncer does (controller/sync.py): the first list and the first
-    # full sync run without the cyclic collector, what they made then frozen out of its
-    # generations.
-    gc.disable()
-    for obj in world.device_classes() if classes else ():
-        ctl.ingest.class_event("ADDED", obj)
-    counts = {
-        "nodes": phases.measure(
-            "list nodes", lambda: listed("nodes", ctl.ingest.node_event, world.all_nodes(n))
-        ),
-        "slices": phases.measure(
-            "list slices", lambda: listed("slices", ctl.ingest.slice_event, world.all_slices(n))
-        ),
-        "claims": phases.measure(
-            "list claims", lambda: listed("claims", ctl.ingest.claim_event, world.all_claims(n))
-        ),
-    }
+    counts = list_world(ctl, phases, n)
     devices = sum(len(s.devices) for s in ctl.store.slices.values())
     ctl.ingest.listed()
     ctl.leader = True
