@@ -109,11 +109,7 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
                     named.add(d.node_name)
                 elif d.all_nodes or d.node_selector is not None:
                     selects = True
-    known = (
-        nodes.labels_of
-        if isinstance(nodes, NodeGroups)
-        else {n.name: n.labels for n in nodes or ()}
-    )
+    known = _labels_of(nodes) if named else {}
     out = [Candidate(n, known.get(n, {})) for n in sorted(named)]
     if selects:
         if nodes is not None:
@@ -121,6 +117,16 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
         if nodes is None or isinstance(nodes, AssumedNodes):
             out.append(Candidate(None))
     return out
+
+
+def _labels_of(nodes: Sequence[NodeInfo] | None) -> Mapping[str, Mapping[str, str]]:
+    """Every node's labels by name. Assumed nodes carry none: mapping a thousand of them
+    again for each of a thousand pools was a tenth of the engine bench's compute."""
+    if isinstance(nodes, NodeGroups):
+        return nodes.labels_of
+    if nodes is None or isinstance(nodes, AssumedNodes):
+        return {}
+    return {n.name: n.labels for n in nodes}
 
 
 def _unnamed(nodes: Sequence[NodeInfo], named: set[str]) -> Iterator[Candidate]:
