@@ -14,9 +14,10 @@ accepts, it builds objects equal to what the models build (tests/unit check both
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any
 
-from draview.api.common import Model, in_int64, is_optional, to_capacity
+from draview.api.common import in_int64, is_optional, to_capacity
+from draview.api.construct import construct
 from draview.api.slices import (
     Capacity,
     CounterConsumption,
@@ -27,9 +28,6 @@ from draview.api.slices import (
     ResourceSlice,
 )
 
-M = TypeVar("M", bound=Model)
-
-_setattr = object.__setattr__
 # Keys a plain device may carry. bindsToNode and the binding failure conditions do not
 # change what draview computes; the models ignore them as well.
 _DEVICE_KEYS = frozenset(
@@ -47,42 +45,6 @@ _DEVICE_KEYS = frozenset(
     }
 )
 _NO_MIXINS = Mixins()
-
-
-def _construct(cls: type[M], values: dict[str, Any]) -> M:
-    """An instance from values already in their validated form.
-
-    What `model_construct` does, without its per-field alias lookups, for the models
-    still built here (Capacity and CounterConsumption, each distinct value once: the
-    Interner shares them). Fields not given take the model's default, so the models
-    stay the one declaration of each shape: a field added there needs no edit here
-    unless the fast reader reads it. Every instance shares one fields-set (pydantic copies it before
-    any change, and the models are frozen).
-    """
-    m = cls.__new__(cls)
-    _setattr(m, "__dict__", {**_DEFAULTS[cls], **values})
-    _setattr(m, "__pydantic_fields_set__", _FIELDS_SET[cls])
-    _setattr(m, "__pydantic_extra__", None)
-    _setattr(m, "__pydantic_private__", None)
-    return m
-
-
-def _defaults(cls: type[Model]) -> dict[str, Any]:
-    """Every field in the model's order with its default (required fields: None, always
-    given by the reader), built once; defaults are shared between instances like the
-    interned values (the engine never mutates what it reads)."""
-    out: dict[str, Any] = {}
-    for name, field in cls.model_fields.items():
-        if field.default_factory is not None:
-            out[name] = field.default_factory()  # type: ignore[call-arg]
-        else:
-            out[name] = None if field.is_required() else field.default
-    return out
-
-
-_MODELS = (Capacity, CounterConsumption)
-_FIELDS_SET: dict[type[Model], set[str]] = {cls: set(cls.model_fields) for cls in _MODELS}
-_DEFAULTS: dict[type[Model], dict[str, Any]] = {cls: _defaults(cls) for cls in _MODELS}
 
 
 class Interner:
@@ -165,7 +127,7 @@ def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
         if not all(type(q) is str for _, q in key):
             return None
         found = cache.capacities[key] = {
-            name: _construct(Capacity, {"value": value}) for name, value in key
+            name: construct(Capacity, {"value": value}) for name, value in key
         }
     return found
 
@@ -228,7 +190,7 @@ def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] |
     found = cache.consumptions.get(key)
     if found is None:
         found = cache.consumptions[key] = tuple(
-            _construct(CounterConsumption, {"counters": m, "counter_set": cache.string(name)})
+            construct(CounterConsumption, {"counters": m, "counter_set": cache.string(name)})
             for name, m in parts
         )
     return found
