@@ -157,3 +157,24 @@ def test_fast_objects_carry_every_model_field_in_order() -> None:
                 if fast is not None:
                     walk(fast)
     assert seen > 100
+
+
+def test_values_read_once_are_shared_only_with_equal_values_of_equal_types() -> None:
+    """Capacity maps and consumesCounters lists already read are found again by their
+    marshalled bytes: 1, True and 1.0 are equal in Python but not in a slice."""
+    policies = [{"validValues": [v]} for v in (1, True, 1.0, "1")]
+    devs = [
+        device(f"d-{i}", capacity={"c": {"value": "1", "requestPolicy": p}})
+        for i, p in enumerate(policies)
+    ]
+    devs += [device(f"e-{i}", counters={"cs": {"mem": "1"}}) for i in range(2)]
+    obj = rslice("m", devs, counter_sets={"cs": {"mem": "8"}})
+    cache = Interner()
+    fast = read_slice(obj, cache)
+    assert fast is not None
+    assert repr(fast) == repr(ResourceSlice.from_object(obj))
+    values = [d.capacity["c"].valid_values for d in fast.devices[:4]]
+    assert values == [("1",), ("True",), ("1",), ("1",)]
+    assert fast.devices[4].consumes_counters is fast.devices[5].consumes_counters
+    again = read_slice(rslice("n", devs, pool="other", counter_sets={"cs": {"mem": "8"}}), cache)
+    assert again is not None and again.devices[0].capacity is fast.devices[0].capacity

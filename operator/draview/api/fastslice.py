@@ -14,6 +14,7 @@ accepts, it builds objects equal to what the models build (tests/unit check both
 from __future__ import annotations
 
 import json
+import marshal
 from typing import Any
 
 from draview.api.common import in_int64, is_optional, to_capacity
@@ -63,6 +64,7 @@ class Interner:
         "policies",
         "sets",
         "strings",
+        "written",
     )
 
     def __init__(self) -> None:
@@ -74,6 +76,9 @@ class Interner:
         self.consumptions: dict[tuple[tuple[str, int], ...], tuple[CounterConsumption, ...]] = {}
         self.policies: dict[str, dict[str, Capacity]] = {}  # capacity maps with policies
         self.sets: dict[tuple[str, int], CounterSet] = {}  # (name, id of interned counters)
+        # A device's capacity map or consumesCounters list already read, by its kind and
+        # its value as marshal writes it (see _written).
+        self.written: dict[tuple[str, bytes], Any] = {}
 
     def clear(self) -> None:
         for table in self._tables():
@@ -91,10 +96,23 @@ class Interner:
             self.consumptions,
             self.policies,
             self.sets,
+            self.written,
         )
 
     def string(self, s: str) -> str:
         return self.strings.setdefault(s, s)
+
+
+def _written(kind: str, raw: Any) -> tuple[str, bytes] | None:
+    """A key for a raw value that shares what was read from an equal one: marshal's
+    bytes, which load back as the value itself with every type kept (a bool is no int),
+    so equal keys mean equal values (equal values may be written differently, which
+    only misses). One C call instead of walking the value; None when marshal cannot
+    write it (a YAML timestamp)."""
+    try:
+        return (kind, marshal.dumps(raw))
+    except ValueError:
+        return None
 
 
 def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
@@ -116,6 +134,16 @@ def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
 
 def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     """{name: {value: q}} as shared Capacity models; a requestPolicy goes to the models."""
+    written = _written("capacity", raw)
+    found = cache.written.get(written) if written is not None else None
+    if found is None:
+        found = _read_capacity_map(raw, cache)
+        if found is not None and written is not None:
+            cache.written[written] = found
+    return found
+
+
+def _read_capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     try:
         key = tuple([(name, q["value"]) for name, q in raw.items() if len(q) == 1])
         found = cache.capacities.get(key)
@@ -160,12 +188,9 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
     for name, value in raw.items():
         if type(value) is dict and len(value) == 1:
             ((kind, v),) = value.items()
-            key = (kind, type(v), v) if type(v) in (str, int, bool) else None
-            if key is not None:
-                shared = table.get(key)
-                if shared is None:
-                    shared = table[key] = value
-                value = shared
+            kept = type(v)
+            if kept is str or kept is int or kept is bool:
+                value = table.setdefault((kind, kept, v), value)
         out[strings.setdefault(name, name)] = value
     return out
 
@@ -173,6 +198,16 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
 def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:
     """A device's consumesCounters, shared whole: the placements of a thousand MIG nodes
     debit the same few dozen lists (by counter set name and counters)."""
+    written = _written("consumes", raw)
+    found = cache.written.get(written) if written is not None else None
+    if found is None:
+        found = _read_consumptions(raw, cache)
+        if found is not None and written is not None:
+            cache.written[written] = found
+    return found
+
+
+def _read_consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:
     if type(raw) is not list:
         return None
     parts: list[tuple[str, dict[str, str]]] = []
@@ -197,7 +232,7 @@ def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] |
 
 
 def _device(raw: Any, cache: Interner) -> Device | None:
-    if type(raw) is not dict or raw.keys() - _DEVICE_KEYS:
+    if type(raw) is not dict or not raw.keys() <= _DEVICE_KEYS:
         return None
     name = raw.get("name")
     if type(name) is not str:
