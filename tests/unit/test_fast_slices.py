@@ -178,3 +178,19 @@ def test_values_read_once_are_shared_only_with_equal_values_of_equal_types() -> 
     assert fast.devices[4].consumes_counters is fast.devices[5].consumes_counters
     again = read_slice(rslice("n", devs, pool="other", counter_sets={"cs": {"mem": "8"}}), cache)
     assert again is not None and again.devices[0].capacity is fast.devices[0].capacity
+
+
+def test_fast_devices_are_frozen_devices_with_every_slot_set() -> None:
+    """Built as their mutable twin and then made Devices: nothing of the twin remains."""
+    from draview.api.slices import Device, DeviceTwin
+
+    assert DeviceTwin.__slots__ == Device.__slots__
+    fast = read_slice(BASE, Interner())
+    assert fast is not None and fast.devices
+    for dev in fast.devices:
+        assert type(dev) is Device
+        assert [getattr(dev, n) for n in Device.names] == [
+            getattr(dev, f.name) for f in dataclasses.fields(Device)
+        ]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            dev.name = "changed"  # type: ignore[misc]

@@ -24,6 +24,7 @@ from draview.api.slices import (
     CounterConsumption,
     CounterSet,
     Device,
+    DeviceTwin,
     Mixins,
     PoolRef,
     ResourceSlice,
@@ -259,8 +260,8 @@ def _device(raw: Any, cache: Interner) -> Device | None:
     binding = _strings(raw.get("bindingConditions"), cache)
     if binding is None:
         return None
-    return Device(
-        cache.string(name),
+    built: Device = DeviceTwin(
+        cache.strings.setdefault(name, name),
         attributes,
         capacity,
         consumes,
@@ -271,6 +272,8 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         all_nodes,
         binding_conditions=binding,
     )
+    built.__class__ = Device  # filled: now the frozen Device (see slices.DeviceTwin)
+    return built
 
 
 def _strings(raw: Any, cache: Interner) -> tuple[str, ...] | None:
