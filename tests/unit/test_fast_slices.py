@@ -194,3 +194,28 @@ def test_fast_devices_are_frozen_devices_with_every_slot_set() -> None:
         ]
         with pytest.raises(dataclasses.FrozenInstanceError):
             dev.name = "changed"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("key", [1, True, 1.5, None])
+@pytest.mark.parametrize("where", ["attributes", "capacity", "counters", "counter set"])
+def test_yaml_keys_that_are_not_text_go_to_the_models(key: Any, where: str) -> None:
+    """YAML reads `1:` or `true:` as a key of another type; the models turn such names
+    into text (capacities, counters) or refuse them (attributes): the fast reader steps
+    aside rather than keep them as they are."""
+    obj = copy.deepcopy(BASE)
+    dev = obj["spec"]["devices"][0]
+    if where == "attributes":
+        dev["attributes"][key] = {"int": 1}
+    elif where == "capacity":
+        dev["capacity"][key] = {"value": "1"}
+    elif where == "counters":
+        dev["consumesCounters"][0]["counters"][key] = {"value": "1"}
+    else:
+        obj["spec"]["sharedCounters"][0]["counters"][key] = {"value": "1"}
+    assert read_slice(obj, Interner()) is None
+    models = _models(obj)
+    if models is None:
+        with pytest.raises(ValidationError):
+            slice_from_object(obj)
+    else:
+        assert repr(slice_from_object(obj)) == repr(models)

@@ -126,8 +126,10 @@ def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
     except (AttributeError, TypeError, KeyError):
         return None  # not a map, an entry without value, or an unhashable value
     if found is None:
-        # Only maps whose every value is text enter the table, so a hit needs no check.
-        if not all(type(q) is str for _, q in key):
+        # Only maps whose every name and value is text enter the table (YAML can key a
+        # map by 1 or true, which the models turn into "1" and "True"), so a hit needs
+        # no check.
+        if not all(type(n) is str and type(q) is str for n, q in key):
             return None
         found = cache.counters[key] = dict(key)
     return found
@@ -153,8 +155,8 @@ def _read_capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     if len(key) != len(raw):
         return _policy_map(raw, cache)
     if found is None:
-        if not all(type(q) is str for _, q in key):
-            return None
+        if not all(type(n) is str and type(q) is str for n, q in key):
+            return None  # as for counters: text only
         found = cache.capacities[key] = {
             name: construct(Capacity, {"value": value}) for name, value in key
         }
@@ -187,6 +189,8 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
     table = cache.attributes
     strings = cache.strings
     for name, value in raw.items():
+        if type(name) is not str:
+            return None  # a YAML key such as 1 or true: the models refuse it
         if type(value) is dict and len(value) == 1:
             ((kind, v),) = value.items()
             kept = type(v)
