@@ -113,14 +113,23 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "shares_debit_counters",
         "refusals_release_counters",
         "counters_by_pool_id",
+        "includes_function",
     ]
     assert differences(make_profile("1.36")) == ["taint_rules", "list_type_attributes"]
-    # 1.37 reads counter slices per node and counts static capacity for "all".
+    # 1.37 reads counter slices per node and counts static capacity for "all"; its CEL
+    # reads list attributes whatever the gate, its constraints compare lists as sets only
+    # with the gate, and derived attributes need their own gate.
     assert differences(make_profile("1.37")) == [
-        "list_type_attributes",
         "counter_slices_everywhere",
         "shares_debit_once",
         "all_mode_static_capacity",
+        "distinct_every_device",
+        "derived_attributes_refused",
+    ]
+    assert differences(all_gates_on("1.37"))[-3:] == [
+        "list_constraints",
+        "distinct_every_device",
+        "derived_attributes",
     ]
     assert "invalid_pool_is_node_local" in differences(make_profile("1.34"))
     assert differences(all_gates_on("1.36")) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
+from draview.api.attrvalues import LISTS
 from draview.api.common import Model, in_int64, is_optional, to_capacity
 from draview.api.slices import (
     Capacity,
@@ -198,7 +199,12 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
     for name, value in raw.items():
         if type(value) is dict and len(value) == 1:
             ((kind, v),) = value.items()
-            key = (kind, type(v), v) if type(v) in (str, int, bool) else None
+            tv = type(v)
+            key: tuple[str, type, Any] | None = None
+            if tv in (str, int, bool):
+                key = (kind, tv, v)
+            elif tv is list:
+                key = _list_key(kind, v)
             if key is not None:
                 shared = table.get(key)
                 if shared is None:
@@ -206,6 +212,16 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
                 value = shared
         out[strings.setdefault(name, name)] = value
     return out
+
+
+def _list_key(kind: str, values: list[Any]) -> tuple[str, type, Any] | None:
+    """A list attribute ({strings: [...]}) is shared like a scalar one, by its values:
+    a NUMA or PCIe-root list repeats on every device of a node. Only a list whose
+    elements all have its kind's type (a bool is no int), so equal keys mean equal lists."""
+    element = LISTS.get(kind)
+    if element is None or not values or not all(type(x) is element for x in values):
+        return None
+    return (kind, list, tuple(values))
 
 
 def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:
