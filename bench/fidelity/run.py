@@ -15,10 +15,12 @@ import json
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.fidelity.apiserver import held
 from tests.fidelity.harness import (
     claims_case,
     compare_claims,
@@ -30,12 +32,17 @@ from tests.fidelity.harness import (
     reduce,
 )
 from tests.fidelity.oracle import Oracle
-from tests.fidelity.worldgen import generate
+from tests.fidelity.worldgen import World, generate
 
 from draview.engine.model import EngineOptions
-from draview.engine.profile import DEFAULT, all_gates_on, make_profile, parse_release
+from draview.engine.profile import DEFAULT, Profile, all_gates_on, make_profile, parse_release
 
 BATCH = 200
+
+
+def _held(world: World, profile: Profile) -> World:
+    objects, pending = held(world.objects, world.pending, profile)
+    return replace(world, objects=objects, pending=pending)
 
 
 def main() -> int:
@@ -67,7 +74,8 @@ def main() -> int:
     with Oracle(profile=profile) as oracle:
         for first in range(args.start, args.start + args.worlds, BATCH):
             seeds = range(first, min(first + BATCH, args.start + args.worlds))
-            worlds = [generate(s) for s in seeds]
+            # As the profile's API server holds them (tests/fidelity/apiserver.py).
+            worlds = [_held(generate(s), profile) for s in seeds]
             answers = oracle.ask_many(
                 [device_case(str(w.seed), w.objects, profile) for w in worlds]
             )

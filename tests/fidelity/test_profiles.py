@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.fidelity.apiserver import held
 from tests.fidelity.harness import (
     claims_case,
     compare_claims,
@@ -27,7 +28,6 @@ from tests.fidelity.harness import (
 )
 from tests.fidelity.oracle import Oracle
 from tests.fidelity.worldgen import World, generate
-from tests.fidelity.worlds134 import as_134
 
 from draview.engine.profile import Profile, all_gates_on, make_profile
 
@@ -52,8 +52,8 @@ def worlds() -> list[World]:
 
 
 def objects(world: World, profile: Profile) -> list[dict[str, Any]]:
-    """The world as the profile's API server holds it (worlds134.py for 1.34)."""
-    return as_134(world.objects) if profile.release == "1.34" else world.objects
+    """The world as the profile's API server holds it (apiserver.py)."""
+    return held(world.objects, world.pending, profile)[0]
 
 
 @pytest.fixture(scope="module", params=sorted(VERIFIED))
@@ -85,13 +85,13 @@ def test_device_states(
 ) -> None:
     profile, checks, oracle = checked
     assert "devices" in checks
-    held = [objects(w, profile) for w in worlds]
+    kept = [objects(w, profile) for w in worlds]
     answers = oracle.ask_many(
-        [device_case(str(w.seed), o, profile) for w, o in zip(worlds, held, strict=True)]
+        [device_case(str(w.seed), o, profile) for w, o in zip(worlds, kept, strict=True)]
     )
     failures: list[str] = []
     devices = 0
-    for world, objs, answer in zip(worlds, held, answers, strict=True):
+    for world, objs, answer in zip(worlds, kept, answers, strict=True):
         assert "error" not in answer, f"seed {world.seed}: the oracle refused: {answer['error']}"
         devices += len(answer["probes"])
         failures.extend(f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile))
@@ -123,24 +123,27 @@ def test_pending_claims(checked: tuple[Profile, frozenset[str], Oracle]) -> None
         # Not a skip: the profile's claims are a known gap (README support table); this
         # asserts that the gap is still there, so closing it is noticed.
         worlds = [generate(seed) for seed in range(100)]
-        held = [objects(w, profile) for w in worlds]
+        kept = [held(w.objects, w.pending, profile) for w in worlds]
         answers = oracle.ask_many(
-            [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
+            [claims_case(str(w.seed), o, p) for w, (o, p) in zip(worlds, kept, strict=True)]
         )
         diffs = sum(
-            len(compare_claims(o, w.pending, a, profile)[0])
-            for w, o, a in zip(worlds, held, answers, strict=True)
+            len(compare_claims(o, p, a, profile)[0])
+            for (o, p), a in zip(kept, answers, strict=True)
         )
         assert diffs > 0, f"{profile.label()}: pending claims now agree; add 'claims' to VERIFIED"
         return
     worlds = [
         generate(seed) for seed in range(int(os.environ.get("DRAVIEW_PROFILE_CLAIM_SEEDS", "80")))
     ]
-    answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
+    kept = [held(w.objects, w.pending, profile) for w in worlds]
+    answers = oracle.ask_many(
+        [claims_case(str(w.seed), o, p) for w, (o, p) in zip(worlds, kept, strict=True)]
+    )
     failures: list[str] = []
     undecided = 0
-    for world, answer in zip(worlds, answers, strict=True):
-        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile)
+    for world, (objs, claims), answer in zip(worlds, kept, answers, strict=True):
+        diffs, unknown = compare_claims(objs, claims, answer, profile)
         undecided += unknown
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)
     assert undecided == 0
