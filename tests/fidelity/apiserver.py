@@ -16,6 +16,9 @@ v1.37.2, pkg/registry/resource and pkg/apis/resource/validation):
 - derivedAttributes (DRADerivedAttributes, 1.37): without the gate the strategy drops
   them (pkg/api/resourceclaimspec dropDisabledDRADerivedAttributesFields); releases
   before 1.37 do not know the field. The claim stays, without them.
+- distinctAttribute and capacity requests (DRAConsumableCapacity): without the gate the
+  same strategy drops them (dropDisabledDRAResourceClaimConsumableCapacityFields), which
+  leaves an empty constraint.
 - 1.34 keeps counter sets beside the devices that consume them (worlds134.py).
 """
 
@@ -53,6 +56,8 @@ def held(objects: list[Obj], pending: list[Obj], profile: Profile) -> tuple[list
     for claim in pending:
         if not derived_on(profile):
             claim = _without_derived(claim)
+        if not profile.gate("DRAConsumableCapacity"):
+            claim = without_consumable_capacity(claim)
         if lists_on(profile) or not any(_NEEDS_LISTS.search(e) for e in _expressions(claim)):
             claims.append(claim)
     if profile.release == "1.34":
@@ -99,4 +104,18 @@ def _without_derived(claim: Obj) -> Obj:
     out = copy.deepcopy(claim)
     for body in _bodies(out):
         body.pop("derivedAttributes", None)
+    return out
+
+
+def without_consumable_capacity(claim: Obj) -> Obj:
+    """The claim without distinctAttribute and capacity requests."""
+    constraints = claim["spec"]["devices"].get("constraints") or ()
+    dropped = any("distinctAttribute" in c for c in constraints)
+    if not dropped and not any("capacity" in b for b in _bodies(claim)):
+        return claim
+    out = copy.deepcopy(claim)
+    for c in out["spec"]["devices"].get("constraints") or ():
+        c.pop("distinctAttribute", None)
+    for body in _bodies(out):
+        body.pop("capacity", None)
     return out

@@ -68,7 +68,9 @@ def _once(
     return Allocatability("no", "no node has devices that satisfy every request")
 
 
-def _judged_with(results: Sequence[PoolResult]) -> Rules:
+def judged_with(results: Sequence[PoolResult]) -> Rules:
+    """The rules the engine judged the pools with (the profile's); the default rules
+    when no pool was judged."""
     for r in results:
         if r.prepared is not None:
             return r.prepared.rules
@@ -87,7 +89,7 @@ def allocatable(
 ) -> Allocatability:
     """`nodes`: the nodes to try (default: every node some pool's view names); `profile`:
     whose scheduler to mirror (default: the one the results were judged with)."""
-    profile_rules = rules_for(profile) if profile is not None else _judged_with(results)
+    profile_rules = rules_for(profile) if profile is not None else judged_with(results)
     refused = refusal(claim, profile_rules)
     if refused is not None:
         return Allocatability("no", f"the scheduler aborts: {refused}")

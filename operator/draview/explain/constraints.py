@@ -19,12 +19,13 @@ matchAttributeConstraint in allocator_*.go) of v0.36 and v0.37.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from draview.api.attrvalues import ELEMENT, LISTS, NONE, SCALARS, Typed, typed
 from draview.api.claims import Constraint
+from draview.api.slices import Device
 from draview.cel import (
     LISTS_ABSENT,
     LISTS_EXPOSED,
@@ -69,14 +70,14 @@ def _common(a: ValueSet, b: ValueSet) -> ValueSet | None:
     return (a[0], shared) if shared else None
 
 
-def static_value(d: SearchDevice, name: str) -> Typed | None:
+def static_value(device: Device, driver: str, name: str) -> Typed | None:
     """The device's own attribute `name` (fully qualified): under that name, or under
     its identifier alone when the domain is the device's driver; None when it has none."""
-    attrs = d.device.attributes
+    attrs = device.attributes
     if name in attrs:
         return typed(attrs[name])
     domain, sep, ident = name.partition("/")
-    if not sep or domain != d.driver or ident not in attrs:
+    if not sep or domain != driver or ident not in attrs:
         return None
     return typed(attrs[ident])
 
@@ -90,19 +91,42 @@ class Attributes:
     rules: Rules
 
     def value(self, derived: Mapping[str, str], d: SearchDevice, name: str) -> Typed | None:
+        return self.of(derived, d.device, d.driver, name, d.cel_key)
+
+    def of(
+        self, derived: Mapping[str, str], device: Device, driver: str, name: str, key: Hashable
+    ) -> Typed | None:
         expression = derived.get(name) if self.rules.derived_attributes else None
         if expression is None:
-            return static_value(d, name)
-        inp = DeviceInput(d.driver, d.device, list_mode(self.rules))
+            return static_value(device, driver, name)
+        inp = DeviceInput(driver, device, list_mode(self.rules))
         try:
-            result = self.cel.derive(expression, inp, d.cel_key)
+            result = self.cel.derive(expression, inp, key)
         except CelCompileError as exc:
             raise ConstraintError(f"compile derived attribute {name} failed: {exc}") from exc
         if isinstance(result, CelRuntimeError):
             raise ConstraintError(
-                f"evaluate derived attribute {name} on device {'/'.join(d.id)} failed: {result}"
+                f"evaluate derived attribute {name} on device {driver}/{device.name} "
+                f"failed: {result}"
             )
         return result
+
+    def offered(
+        self, derived: Mapping[str, str], device: Device, driver: str, name: str, key: Hashable
+    ) -> frozenset[Any]:
+        """For explanations: the values a device offers a constraint — its single value,
+        or the elements of its list where the profile compares sets — none when it has
+        none or its derived attribute fails."""
+        try:
+            value = self.of(derived, device, driver, name, key)
+        except ConstraintError:
+            return frozenset()
+        if value is None:
+            return frozenset()
+        if value[0] in SCALARS:
+            return frozenset((value[1],))
+        found = as_set(value) if self.rules.list_constraints else None
+        return found[1] if found else frozenset()
 
 
 class Taker(Protocol):
