@@ -200,11 +200,10 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
         if type(value) is dict and len(value) == 1:
             ((kind, v),) = value.items()
             tv = type(v)
-            key: tuple[str, type, Any] | None = None
             if tv in (str, int, bool):
-                key = (kind, tv, v)
-            elif tv is list:
-                key = _list_key(kind, v)
+                key: tuple[str, type, Any] | None = (kind, tv, v)
+            else:
+                key = _list_key(kind, v) if tv is list else None
             if key is not None:
                 shared = table.get(key)
                 if shared is None:
