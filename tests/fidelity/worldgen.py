@@ -1,4 +1,5 @@
-"""Seeded random DRA worlds that a Kubernetes v1.36 API server accepts.
+"""Seeded random DRA worlds that a Kubernetes v1.37 API server with every DRA gate accepts
+(apiserver.py holds them as the API servers of other releases and gate sets would).
 
 ``generate(seed)`` builds a small cluster state — Nodes, Namespaces, DeviceClasses,
 ResourceSlices, DeviceTaintRules and allocated ResourceClaims — plus pending claims to ask
