@@ -20,6 +20,10 @@ v1.37.2, pkg/registry/resource and pkg/apis/resource/validation):
   same strategy drops them (dropDisabledDRAResourceClaimConsumableCapacityFields), which
   leaves an empty constraint.
 - 1.34 keeps counter sets beside the devices that consume them (worlds134.py).
+
+The first three were also seen on a local v1.37.2 API server with its default gates: a
+slice with `{ints: [0, 1]}` refused, selectors with includes() and exists() over an
+attribute refused, `1 in ...` accepted, derivedAttributes dropped from an accepted claim.
 """
 
 from __future__ import annotations

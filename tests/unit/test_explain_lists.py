@@ -43,3 +43,19 @@ def test_every_case_names_every_profile() -> None:
         assert set(case.answers) == set(PROFILES), case.name
     # Each rule makes a difference somewhere: no case answers alike everywhere but two.
     assert sum(len(set(c.answers.values())) > 1 for c in CASES) >= len(CASES) - 3
+
+
+def test_an_empty_constraint_aborts_the_attempt() -> None:
+    """What an API server without DRAConsumableCapacity leaves of a distinctAttribute
+    constraint: Allocate refuses it ("empty constraint") in every release."""
+    case = CASES[0]
+    claim = ResourceClaim.from_object(
+        {**case.pending(), "spec": {"devices": {**case.claim, "constraints": [{}]}}}
+    )
+    world = build_world(case.objects())
+    for key in PROFILES:
+        profile = profile_of(key)
+        results = compute_world(world, EngineOptions(profile=profile))
+        classes = {c.name: c for c in world.classes}
+        found = allocatable(claim, results, classes, (), ["node-a"], profile=profile)
+        assert found.answer == "no" and "constraint #0 is empty" in found.detail, key

@@ -268,6 +268,9 @@ def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
     request uses a field its gates leave off (Allocate returns an error, the attempt is
     aborted)."""
     for i, constraint in enumerate(claim.constraints):
+        if not constraint.distinct_attribute and not constraint.match_attribute:
+            # What an API server without DRAConsumableCapacity leaves of distinctAttribute.
+            return f"constraint #{i} is empty (unsupported constraint type?)"
         if constraint.distinct_attribute and not constraint.match_attribute and not rules.shareable:
             # The API server drops distinctAttribute while DRAConsumableCapacity is off,
             # which leaves a constraint the allocator cannot read.

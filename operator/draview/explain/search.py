@@ -6,10 +6,9 @@ checks (validateDeviceRequest), allocateOne's first-fit walk, allocateDevice,
 checkAvailableCounters, CmpRequestOverCapacity and the attribute constraints
 (explain/constraints.py), for one claim. Hand-written because no Python library
 implements the DRA allocator; the differential tests in tests/fidelity hold it to the
-real one. Where the allocator has
-quirks (CEL errors met only on devices it reaches, counters cached per pool *name*
-across drivers, one attribute remembered per request by distinctAttribute until 1.36)
-they are mirrored on purpose.
+real one. Where the allocator has quirks (CEL errors met only on devices it reaches,
+counters cached per pool *name* across drivers, one attribute remembered per request by
+distinctAttribute until 1.36) they are mirrored on purpose.
 """
 
 from __future__ import annotations
