@@ -72,6 +72,23 @@ def test_equal_values_are_shared_between_devices_and_slices() -> None:
         assert other.consumes_counters[0].counters is first.consumes_counters[0].counters
 
 
+def test_list_attributes_are_read_fast_and_shared() -> None:
+    """A NUMA or PCIe-root list repeats on every device of a node: one copy is kept."""
+    cache = Interner()
+    attrs = {
+        "numa": {"ints": [0, 1]},
+        "roots": {"strings": ["pci0000:00", "pci0000:80"]},
+        "odd": {"ints": [0, True]},  # a bool is no int: read, but not shared
+    }
+    objs = [rslice(n, [{"name": "d", "attributes": copy.deepcopy(attrs)}]) for n in "ab"]
+    a, b = (read_slice(o, cache) for o in objs)
+    assert a is not None and b is not None
+    assert repr(a) == repr(ResourceSlice.from_object(objs[0]))
+    assert b.devices[0].attributes["numa"] is a.devices[0].attributes["numa"]
+    assert b.devices[0].attributes["roots"] is a.devices[0].attributes["roots"]
+    assert b.devices[0].attributes["odd"] is not a.devices[0].attributes["odd"]
+
+
 def test_request_policies_are_read_fast_and_shared() -> None:
     """Shareable devices: a capacity map with a request policy is built by the models'
     own coercion and shared by every device that publishes the same one."""

@@ -16,6 +16,14 @@ class Toleration(Model):
     effect: str = ""
 
 
+class DerivedAttribute(Model):
+    """A virtual attribute a request computes per device with CEL (DRADerivedAttributes,
+    1.37 alpha), read by the claim's constraints in place of a published attribute."""
+
+    name: str = ""
+    expression: str = ""
+
+
 class DeviceChoice(Model):
     """What one request (or one firstAvailable subrequest) asks for."""
 
@@ -27,6 +35,12 @@ class DeviceChoice(Model):
     admin_access: bool = Field(False, alias="adminAccess")
     tolerations: tuple[Toleration, ...] = ()
     capacity_requests: dict[str, str] = Field(default_factory=dict)
+    derived_attributes: tuple[DerivedAttribute, ...] = Field((), alias="derivedAttributes")
+
+    @property
+    def derived(self) -> dict[str, str]:
+        """name -> expression, as the allocator keys them (the last of a name wins)."""
+        return {d.name: d.expression for d in self.derived_attributes}
 
     @model_validator(mode="before")
     @classmethod
@@ -38,7 +52,7 @@ class DeviceChoice(Model):
         cap = data.pop("capacity", None)
         if isinstance(cap, dict):
             data["capacity_requests"] = as_str_map(cap.get("requests"))
-        for key in ("adminAccess", "count", "tolerations"):
+        for key in ("adminAccess", "count", "tolerations", "derivedAttributes"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

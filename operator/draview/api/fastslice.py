@@ -17,6 +17,7 @@ import json
 import marshal
 from typing import Any
 
+from draview.api.attrvalues import LISTS
 from draview.api.common import in_int64, is_optional, to_capacity
 from draview.api.construct import construct
 from draview.api.slices import (
@@ -197,8 +198,22 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
             kept = type(v)
             if kept is str or kept is int or kept is bool:
                 value = table.setdefault((kind, kept, v), value)
+            elif kept is list:
+                key = _list_key(kind, v)
+                if key is not None:
+                    value = table.setdefault(key, value)
         out[strings.setdefault(name, name)] = value
     return out
+
+
+def _list_key(kind: str, values: list[Any]) -> tuple[str, type, Any] | None:
+    """A list attribute ({strings: [...]}) is shared like a scalar one, by its values:
+    a NUMA or PCIe-root list repeats on every device of a node. Only a list whose
+    elements all have its kind's type (a bool is no int), so equal keys mean equal lists."""
+    element = LISTS.get(kind)
+    if element is None or not values or not all(type(x) is element for x in values):
+        return None
+    return (kind, list, tuple(values))
 
 
 def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:

@@ -53,6 +53,11 @@ class Rules:
     compatibility_groups_skip_slices: bool = False
     node_operations_checked: bool = False
     optional_node_operations: bool = False
+    includes_function: bool = True
+    list_constraints: bool = False
+    distinct_every_device: bool = False
+    derived_attributes: bool = False
+    derived_attributes_refused: bool = False
 
 
 # The rules docs/semantics.md describes (1.36 with every gate on); `differences` is
@@ -89,9 +94,12 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "plugins/dynamicresources/dynamicresources.go: Filter",
     ),
     "list_type_attributes": (
-        "CEL selectors see list-typed attributes",
-        "gate DRAListTypeAttributes (1.36+, alpha)",
-        "plugins/dynamicresources/dynamicresources.go: cel.NewCache Features",
+        "CEL sees a list-typed attribute as a list (else any selector evaluated on a "
+        "device with one is a runtime error: unsupported attribute value)",
+        "1.37 whatever the gate; 1.36 with DRAListTypeAttributes (the gate reaches the CEL "
+        "cache only); 1.34-1.35 have no list fields",
+        "cel/compile.go: getAttributeValue; plugins/dynamicresources/dynamicresources.go: "
+        "cel.NewCache Features",
     ),
     "counter_slices_everywhere": (
         "slices with sharedCounters reach every node; in 1.34 and from 1.37 only the "
@@ -236,6 +244,41 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "Features.OptionalNodeOperations (gate DRAOptionalNodeOperations, 1.37, alpha)",
         "structured/internal/experimental/allocator_experimental.go: allocateDevice",
     ),
+    "includes_function": (
+        "CEL selectors may call includes() (stored expressions see it whatever the gate)",
+        "1.36+",
+        "cel/compile.go: newCompiler (IncludesOption; StoredExpressions ignores FeatureEnabled)",
+    ),
+    "list_constraints": (
+        "matchAttribute keeps the values every device shares (a single value counts as a "
+        "set of one, kinds must agree) and fails once none is left; distinctAttribute wants "
+        "sets with no value in common; else values compare one to one and a list never "
+        "matches another device",
+        "Features.ListTypeAttributes: 1.37 with DRAListTypeAttributes (1.36's scheduler "
+        "never passes it)",
+        "structured/internal/experimental: matchAttributeConstraint.add, attributeAsSet, "
+        "constraint.go distinctAttributeConstraint.matchesAttribute",
+    ),
+    "distinct_every_device": (
+        "distinctAttribute compares a device with every device already taken (until 1.36 "
+        "with the last device of each request only)",
+        "1.37",
+        "structured/internal/*/constraint.go: distinctAttributeConstraint.attributes",
+    ),
+    "derived_attributes": (
+        "a request's derivedAttributes are evaluated per device (CEL) and read by the "
+        "claim's constraints in place of a published attribute of that name; an error "
+        "fails the attempt",
+        "Features.DerivedAttributes: 1.37 with DRADerivedAttributes (experimental)",
+        "structured/internal/experimental/allocator_experimental.go: lookupAttribute, "
+        "validateDeviceRequest; cel/compile.go: EvaluateDerivedAttribute",
+    ),
+    "derived_attributes_refused": (
+        "a request with derivedAttributes is refused (1.34-1.36 do not know the field "
+        "and read the request without them)",
+        "1.37 without Features.DerivedAttributes",
+        "structured/internal/{incubating,experimental}/allocator_*.go: validateDeviceRequest",
+    ),
 }
 
 
@@ -251,7 +294,8 @@ def rules_for(profile: Profile) -> Rules:
         partitionable="PartitionableDevices" in features,
         shareable="ConsumableCapacity" in features,
         invalid_pool_is_node_local=profile.release != "1.34",
-        list_type_attributes=profile.gate("DRAListTypeAttributes"),
+        list_type_attributes=profile.release == "1.37"
+        or (profile.release == "1.36" and profile.gate("DRAListTypeAttributes")),
         counter_slices_everywhere=profile.release in ("1.35", "1.36"),
         node_slices_first=profile.release not in ("1.34", "1.35"),
         check_slices_in_pool=profile.release != "1.34",
@@ -280,6 +324,12 @@ def rules_for(profile: Profile) -> Rules:
         and "CompatibilityGroups" not in features,
         node_operations_checked=profile.release == "1.37" and experimental,
         optional_node_operations="OptionalNodeOperations" in features,
+        includes_function=profile.release not in ("1.34", "1.35"),
+        list_constraints="ListTypeAttributes" in features,
+        distinct_every_device=profile.release == "1.37",
+        derived_attributes="DerivedAttributes" in features,
+        derived_attributes_refused=profile.release == "1.37"
+        and "DerivedAttributes" not in features,
     )
 
 
@@ -288,6 +338,9 @@ def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
     request uses a field its gates leave off (Allocate returns an error, the attempt is
     aborted)."""
     for i, constraint in enumerate(claim.constraints):
+        if not constraint.distinct_attribute and not constraint.match_attribute:
+            # What an API server without DRAConsumableCapacity leaves of distinctAttribute.
+            return f"constraint #{i} is empty (unsupported constraint type?)"
         if constraint.distinct_attribute and not constraint.match_attribute and not rules.shareable:
             # The API server drops distinctAttribute while DRAConsumableCapacity is off,
             # which leaves a constraint the allocator cannot read.
@@ -296,6 +349,11 @@ def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
         if request.prioritized and not rules.prioritized_list:
             return f"request {request.name} has firstAvailable, but DRAPrioritizedList is off"
         for choice in request.choices:
+            if choice.derived_attributes and rules.derived_attributes_refused:
+                return (
+                    f"request {request.name} has derived attributes, but "
+                    "DRADerivedAttributes is off"
+                )
             if choice.admin_access and not rules.admin_access:
                 return f"request {request.name} asks for admin access, but DRAAdminAccess is off"
             if choice.capacity_requests and rules.capacity_requests_refused:

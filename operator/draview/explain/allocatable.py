@@ -70,7 +70,9 @@ def _once(
     return Allocatability("no", "no node has devices that satisfy every request")
 
 
-def _judged_with(results: Iterable[PoolResult]) -> Rules:
+def judged_with(results: Iterable[PoolResult]) -> Rules:
+    """The rules the engine judged the pools with (the profile's); the default rules
+    when no pool was judged."""
     for r in results:
         if r.prepared is not None:
             return r.prepared.rules
@@ -106,7 +108,7 @@ def allocatable_steps(
 ) -> Steps[Allocatability]:
     """allocatable() in steps, one node's search each; `gather` and `shaky`: what is
     otherwise built from `results` (GatherIndex.build, ambiguous) on every call."""
-    profile_rules = rules_for(profile) if profile is not None else _judged_with(results)
+    profile_rules = rules_for(profile) if profile is not None else judged_with(results)
     refused = refusal(claim, profile_rules)
     if refused is not None:
         return Allocatability("no", f"the scheduler aborts: {refused}")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
-from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
-from draview.engine.attributes import AttrValue, attribute
+from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.nodes import device_reaches
 from draview.engine.pool import PoolResult
-from draview.explain.allocatable import Allocatability, allocatable_steps
+from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
 from draview.explain.checks import capacity_problem, taint_text, untolerated
+from draview.explain.constraints import Attributes, list_mode
 from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
@@ -127,8 +128,10 @@ class Explainer:
         index: DeviceIndex,
         node: str | None = None,
         labels: Mapping[str, str] | None = None,
+        lists: str = LISTS_EXPOSED,
     ) -> ChoiceExplanation:
-        return finish(self._choice_steps(label, choice, classes, index, node, labels))
+        """`lists`: how the profile's CEL sees list attributes (explain/constraints.py)."""
+        return finish(self._choice_steps(label, choice, classes, index, node, labels, lists))
 
     def _choice_steps(
         self,
@@ -138,6 +141,7 @@ class Explainer:
         index: DeviceIndex,
         node: str | None,
         labels: Mapping[str, str] | None,
+        lists: str = LISTS_EXPOSED,
     ) -> Steps[ChoiceExplanation]:
         out = ChoiceExplanation(
             request=label,
@@ -166,12 +170,12 @@ class Explainer:
                 yield
             if not d.pool_complete or not d.pool_valid:
                 # The allocator skips such pools without evaluating their devices.
-                if self._matches(d, selectors) is True:
+                if self._matches(d, selectors, lists) is True:
                     out.matched += 1
                     reason = "PoolIncomplete" if not d.pool_complete else "PoolInvalid"
                     out.blocked.setdefault(reason, []).append(d.id)
                 continue
-            result = self._matches(d, selectors)
+            result = self._matches(d, selectors, lists)
             if isinstance(result, CelRuntimeError):
                 out.runtime_errors[d.id] = str(result)
                 continue
@@ -188,8 +192,10 @@ class Explainer:
         self._decide(out, per_node, node)
         return out
 
-    def _matches(self, d: IndexedDevice, selectors: Sequence[str]) -> bool | CelRuntimeError:
-        inp = DeviceInput(d.driver, d.device)
+    def _matches(
+        self, d: IndexedDevice, selectors: Sequence[str], lists: str
+    ) -> bool | CelRuntimeError:
+        inp = DeviceInput(d.driver, d.device, lists)
         return self.cel.matches_all(tuple(selectors), inp, d.cache_key)
 
     @staticmethod
@@ -241,7 +247,10 @@ class Explainer:
         c: Constraint,
         requests: Sequence[RequestExplanation],
         index: DeviceIndex,
+        attributes: Attributes,
+        derived: Mapping[str, Mapping[str, str]],
     ) -> Steps[str | None]:
+        """`derived`: each request's (or subrequest's) derived attributes, by label."""
         names = set(c.requests) or {r.name for r in requests}
         attr = c.match_attribute or c.distinct_attribute
         if attr is None:
@@ -251,18 +260,18 @@ class Explainer:
             if i % (64 * DEVICES_PER_STEP) == 0:
                 yield
             by_id[d.id] = d
-        groups: list[tuple[str, int, dict[AttrValue, int]]] = []
+        groups: list[tuple[str, int, dict[Any, int]]] = []
         for r in requests:
             for ch in r.choices:
                 if ch.request.split("/")[0] not in names and ch.request not in names:
                     continue
                 if ch is not r.chosen:
                     continue
-                values: dict[AttrValue, int] = defaultdict(int)
+                values: dict[Any, int] = defaultdict(int)
+                own = derived.get(ch.request, {})
                 for dev_id in ch.free:
                     d = by_id[dev_id]
-                    v = attribute(d.device, d.driver, attr)
-                    if v is not None:
+                    for v in attributes.offered(own, d.device, d.driver, attr, d.cache_key):
                         values[v] += 1
                 groups.append((ch.request, ch.count, values))
         if not groups:
@@ -285,7 +294,7 @@ class Explainer:
                 f"matchAttribute {attr}: no single value is shared by enough free devices "
                 f"of requests {', '.join(g[0] for g in groups)} ({detail})"
             )
-        distinct: set[AttrValue] = set()
+        distinct: set[Any] = set()
         for _, _, vals in groups:
             distinct |= set(vals)
         need = sum(n for _, n, _ in groups)
@@ -328,17 +337,24 @@ class Explainer:
         when the caller keeps them (explain/catalog.py)."""
         by_name = classes if isinstance(classes, Mapping) else {c.name: c for c in classes}
         out = ClaimExplanation(claim.namespace, claim.name, claim.allocated, node)
+        profile_rules = judged_with(results or ())
+        lists = list_mode(profile_rules)
+        derived: dict[str, Mapping[str, str]] = {}
         for req in claim.requests:
             choices = []
             for ch in req.choices:
                 label = f"{req.name}/{ch.name}" if req.prioritized else req.name
-                choice = yield from self._choice_steps(label, ch, by_name, index, node, labels)
+                derived[label] = ch.derived
+                choice = yield from self._choice_steps(
+                    label, ch, by_name, index, node, labels, lists
+                )
                 choices.append(choice)
                 if req.prioritized and choices[-1].satisfiable:
                     break  # the allocator takes the first subrequest that fits
             out.requests.append(RequestExplanation(req.name, req.prioritized, choices))
+        attributes = Attributes(self.cel, profile_rules)
         for c in claim.constraints:
-            problem = yield from self._constraint(c, out.requests, index)
+            problem = yield from self._constraint(c, out.requests, index, attributes, derived)
             if problem is not None:
                 out.constraint_problems.append(problem)
         self._verdict(out)
