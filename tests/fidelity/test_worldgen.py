@@ -225,9 +225,16 @@ def check_device(dev: Obj, per_device: bool, where: Any) -> None:
         assert taint["effect"] in {"NoSchedule", "NoExecute", "None"}, where
 
 
+def _milli(text: str) -> int:
+    """A quantity in milli-units: the generator writes fractional ranges ("250m")."""
+    return int(text[:-1]) if text.endswith("m") else parse_quantity(text) * 1000
+
+
 def check_policy(capacity: int, policy: Obj, where: Any) -> None:
-    """validation.go validateRequestPolicy and friends."""
-    q = parse_quantity
+    """validation.go validateRequestPolicy and friends, in milli-units as 1.37 validates
+    a fractional range (with whole steps the same check)."""
+    q = _milli
+    capacity *= 1000
     assert not ("validValues" in policy and "validRange" in policy), where
     if "validValues" in policy:
         values = [q(v) for v in policy["validValues"]]

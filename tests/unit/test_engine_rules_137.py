@@ -185,3 +185,17 @@ def test_optional_node_operations_need_the_feature_and_the_node() -> None:
         "OptionalNodeOperationsDisabled",
     )
     assert states(pool(*objs, profile=K137))["gpu-0"] == ("Available", None)
+
+
+def test_a_node_named_by_its_slice_declares_what_its_status_says() -> None:
+    named = rslice("lean", [device("gpu-0")], node="node-b", skipNodeOperations=["*"])
+    k137 = make_profile("1.37", {"DRAOptionalNodeOperations": True})
+    assert states(pool(named, _node("node-b"), profile=k137))["gpu-0"] == (
+        "Unavailable",
+        "NodeLacksOptionalNodeOperations",
+    )
+    declared = _node("node-b", "DRAOptionalNodeOperations")
+    assert states(pool(named, declared, profile=k137))["gpu-0"] == ("Available", None)
+    # A Node object without a status (or none at all): nothing is known, taken to declare.
+    bare = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b"}}
+    assert states(pool(named, bare, profile=k137))["gpu-0"] == ("Available", None)

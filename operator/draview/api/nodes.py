@@ -52,15 +52,21 @@ class NodeGroups(tuple[NodeInfo, ...]):
     distinct combination of the label values they read, standing for all its members
     (`NodeInfo.members`), its labels those values. A pool's view of a node depends on
     those labels alone, so 65,000 nodes in a thousand racks are judged as a thousand.
-    `labels_of` has every node's labels, for the nodes the pool's slices name."""
+    `labels_of` has every node's labels, for the nodes the pool's slices name;
+    `declared_of` the declared features of every node whose status is known."""
 
     labels_of: Mapping[str, Mapping[str, str]]
+    declared_of: Mapping[str, frozenset[str]]
 
     def __new__(
-        cls, groups: Iterable[NodeInfo], labels_of: Mapping[str, Mapping[str, str]]
+        cls,
+        groups: Iterable[NodeInfo],
+        labels_of: Mapping[str, Mapping[str, str]],
+        declared_of: Mapping[str, frozenset[str]] | None = None,
     ) -> NodeGroups:
         self = super().__new__(cls, groups)
         self.labels_of = labels_of
+        self.declared_of = declared_of or {}
         return self
 
 

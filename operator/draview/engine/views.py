@@ -121,12 +121,11 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
                 elif d.all_nodes or d.node_selector is not None:
                     selects = True
     known = _labels_of(nodes) if named else {}
-    # A named node the given Node objects lack has no status: it declares nothing. The
-    # operator reads metadata only (NodeGroups), and assumed nodes are not known at all.
-    unknown: frozenset[str] | None = (
-        None if nodes is None or isinstance(nodes, (AssumedNodes, NodeGroups)) else frozenset()
-    )
-    declared = _declared_of(nodes) if named and unknown is not None else {}
+    declared = _declared_of(nodes) if named else {}
+    # Where the Node objects carry their status, a named node they lack has none: it
+    # declares nothing. Without statuses (the operator reads metadata only) nothing is
+    # known, and a node is taken to declare what a slice needs.
+    unknown: frozenset[str] | None = frozenset() if declared else None
     out = [Candidate(n, known.get(n, {}), (), declared.get(n, unknown)) for n in sorted(named)]
     if selects:
         if nodes is not None:
@@ -148,7 +147,11 @@ def _labels_of(nodes: Sequence[NodeInfo] | None) -> Mapping[str, Mapping[str, st
 
 def _declared_of(nodes: Sequence[NodeInfo] | None) -> Mapping[str, frozenset[str]]:
     """The features each node declares, where its status is known."""
-    return {n.name: n.declared for n in nodes or () if n.declared is not None}
+    if isinstance(nodes, NodeGroups):
+        return nodes.declared_of
+    if nodes is None or isinstance(nodes, AssumedNodes):
+        return {}
+    return {n.name: n.declared for n in nodes if n.declared is not None}
 
 
 def _unnamed(nodes: Sequence[NodeInfo], named: set[str]) -> Iterator[Candidate]:

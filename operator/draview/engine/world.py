@@ -32,7 +32,11 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
         nodes = assumed_nodes(world.slices)
     else:
         # Each node its own group: the labels by name are mapped once, not per pool.
-        nodes = NodeGroups(world.nodes, {n.name: n.labels for n in world.nodes})
+        nodes = NodeGroups(
+            world.nodes,
+            {n.name: n.labels for n in world.nodes},
+            {n.name: n.declared for n in world.nodes if n.declared is not None},
+        )
     return [
         compute_pool(
             key,
