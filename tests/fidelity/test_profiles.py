@@ -36,10 +36,10 @@ SEEDS = range(int(os.environ.get("DRAVIEW_PROFILE_SEEDS", "150")))
 # profile -> the checks that agree with that release's allocator
 VERIFIED: dict[str, tuple[Profile, frozenset[str]]] = {
     "1.36-defaults": (make_profile("1.36"), frozenset({"devices", "partitions", "claims"})),
-    "1.35-defaults": (make_profile("1.35"), frozenset({"devices", "partitions"})),
+    "1.35-defaults": (make_profile("1.35"), frozenset({"devices", "partitions", "claims"})),
     "1.34-defaults": (make_profile("1.34"), frozenset({"devices", "partitions"})),
     "1.34-all-gates": (all_gates_on("1.34"), frozenset({"devices", "partitions"})),
-    "1.35-all-gates": (all_gates_on("1.35"), frozenset({"devices", "partitions"})),
+    "1.35-all-gates": (all_gates_on("1.35"), frozenset({"devices", "partitions", "claims"})),
     "1.36-all-gates": (all_gates_on("1.36"), frozenset({"devices", "partitions", "claims"})),
     "1.37-defaults": (make_profile("1.37"), frozenset({"devices", "partitions", "claims"})),
     "1.37-all-gates": (all_gates_on("1.37"), frozenset({"devices", "partitions", "claims"})),
@@ -94,7 +94,9 @@ def test_device_states(
     for world, objs, answer in zip(worlds, held, answers, strict=True):
         assert "error" not in answer, f"seed {world.seed}: the oracle refused: {answer['error']}"
         devices += len(answer["probes"])
-        failures.extend(f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile))
+        failures.extend(
+            f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile, oracle)
+        )
     assert devices > 20 * len(worlds)
     assert not failures, f"{profile.label()}:\n" + "\n".join(failures[:10])
 
@@ -136,11 +138,14 @@ def test_pending_claims(checked: tuple[Profile, frozenset[str], Oracle]) -> None
     worlds = [
         generate(seed) for seed in range(int(os.environ.get("DRAVIEW_PROFILE_CLAIM_SEEDS", "80")))
     ]
-    answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
+    held = [objects(w, profile) for w in worlds]
+    answers = oracle.ask_many(
+        [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
+    )
     failures: list[str] = []
     undecided = 0
-    for world, answer in zip(worlds, answers, strict=True):
-        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile)
+    for world, objs, answer in zip(worlds, held, answers, strict=True):
+        diffs, unknown = compare_claims(objs, world.pending, answer, profile, oracle)
         undecided += unknown
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)
     assert undecided == 0

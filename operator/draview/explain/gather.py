@@ -50,6 +50,9 @@ class NodePool:
     slices: list[list[SearchDevice]] = field(default_factory=list)
     parsed: ParsedPool | None = None  # the view's counter sets and counted devices
     allocated: AllocatedState = field(default_factory=AllocatedState)
+    # Which of `slices` the list may hold first, where the count it trusts depends on
+    # that (None: any); only the walk of a list-ordered pool (1.34, 1.35) cares.
+    firsts: frozenset[int] | None = None
 
 
 @dataclass(slots=True)
@@ -112,6 +115,8 @@ def _pool(
         out.invalid = True
         return out
     out.parsed = o.parsed
+    # 1.34 walks a pool that looks incomplete like any other; allocationMode All fails.
+    out.incomplete = o.short
     if view is None:
         return out
     targets = set(view.targets)
@@ -143,6 +148,11 @@ def _pool(
                 )
             )
         out.slices.append(devices)
+    if len(outcomes) > 1:
+        picked = min(which, len(outcomes) - 1)
+        leading = {i for i, k in view.first if k == picked}
+        if leading <= set(slice_indices):
+            out.firsts = frozenset(n for n, i in enumerate(slice_indices) if i in leading)
     return out
 
 

@@ -303,12 +303,13 @@ class Explainer:
                 f"the allocator would allocate it on {where}; something other than its "
                 "devices keeps it pending (the pod's node constraints, a scheduling delay)"
             )
-        elif found.answer == "maybe":
+        elif len(found.outcomes) > 1:
+            # The order decides: name every outcome it can have.
             out.verdict, out.summary = "Uncertain", found.detail
         elif found.answer == "no":
-            if found.detail.startswith("the scheduler aborts"):
+            if found.aborts:
                 out.verdict, out.summary = "Error", found.detail
-            elif out.verdict not in ("Unallocatable", "Error"):
+            elif out.verdict != "Unallocatable":
                 out.verdict, out.summary = "Unallocatable", found.detail
 
     @staticmethod
