@@ -20,6 +20,7 @@ from draview.api.claims import ResourceClaim
 from draview.api.fastslice import slice_from_object
 from draview.api.world import build_world
 from draview.cel import CelEngine
+from draview.engine.aborts import MAY_ABORT
 from draview.engine.attributes import attribute
 from draview.engine.capacity import probe_request
 from draview.engine.model import EngineOptions
@@ -44,6 +45,9 @@ ATTR = f'device.attributes["{PROBE_DOMAIN}"]'
 ORDERS = 2  # as given and reversed; `permutations` adds the orders that matter
 
 DeviceKey = tuple[str, int]  # (slice name, device index)
+# Reasons draview gives a device allocatable in some orders only: of the list (slices that
+# disagree on resourceSliceCount) or, in 1.34, of the pools a node's allocator walks.
+ORDER_DEPENDENT = ("InconsistentSliceCount", MAY_ABORT)
 
 
 def _slices(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -196,7 +200,7 @@ def engine_verdicts(
                 state, reason = d["state"], d.get("stateReason")
                 if state in ("Available", "PartiallyAllocated"):
                     verdict = "yes"
-                elif reason == "InconsistentSliceCount":
+                elif reason in ORDER_DEPENDENT:
                     verdict = "maybe"
                 else:
                     verdict = "no"

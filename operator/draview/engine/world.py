@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from draview.api.nodes import assumed_nodes
 from draview.api.world import World
+from draview.engine.aborts import NO_ABORTS, Aborts, find_aborts
 from draview.engine.allocations import index_allocations
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import result_objects
 from draview.engine.pool import PoolResult, compute_pool
 from draview.engine.pools import group_slices
+from draview.engine.rules import rules_for
 
 
 def compute_world(world: World, options: EngineOptions | None = None) -> list[PoolResult]:
@@ -27,18 +30,32 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
     unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}
     keys = sorted(by_pool.keys() | unreadable)
     nodes = world.nodes if world.nodes is not None else assumed_nodes(world.slices)
-    return [
-        compute_pool(
-            key,
-            by_pool.get(key, []),
-            allocations.get(key, ()),
-            world.taint_rules,
-            problems.get(key, ()),
-            options,
-            nodes=nodes,
-        )
-        for key in keys
-    ]
+
+    def judged(aborts: Aborts, before: Sequence[PoolResult] = ()) -> list[PoolResult]:
+        prepared = {r.key: r.prepared for r in before}
+        return [
+            compute_pool(
+                key,
+                by_pool.get(key, []),
+                allocations.get(key, ()),
+                world.taint_rules,
+                problems.get(key, ()),
+                options,
+                prepared=prepared.get(key),
+                nodes=nodes,
+                aborts=aborts,
+            )
+            for key in keys
+        ]
+
+    results = judged(NO_ABORTS)
+    if rules_for((options or EngineOptions()).profile).invalid_pool_is_node_local:
+        return results
+    # 1.34: a pool's devices depend on the invalid pools of every other (aborts.py).
+    aborts = find_aborts(
+        (r.key, r.prepared.views, r.errors.allocator) for r in results if r.prepared
+    )
+    return judged(aborts, results) if aborts else results
 
 
 def world_objects(world: World, options: EngineOptions | None = None) -> list[dict[str, Any]]:

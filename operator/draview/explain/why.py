@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.engine.aborts import ABORTS, MAY_ABORT
 from draview.engine.attributes import AttrValue, attribute
 from draview.engine.nodes import device_reaches
 from draview.engine.pool import PoolResult
@@ -28,6 +29,8 @@ REASON_ORDER = (
     "NodeUnreachable",
     "PoolIncomplete",
     "PoolInvalid",
+    ABORTS,
+    MAY_ABORT,
     "StaleGeneration",
     "CapacitySourceInUse",
     "PartitionableDevicesDisabled",
@@ -64,6 +67,8 @@ class Explainer:
             "StaleGeneration",
             "CapacitySourceInUse",
             "PartitionableDevicesDisabled",
+            ABORTS,
+            MAY_ABORT,
         ):
             return str(reason), str(reason)
         if state == "Allocated" and not choice.admin_access:
