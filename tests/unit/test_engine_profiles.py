@@ -110,6 +110,7 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "shareable",
         "pools_sorted",
         "search_resumes",
+        "distinct_attribute",
         "list_type_attributes",
         "node_slices_first",
         "shares_debit_counters",

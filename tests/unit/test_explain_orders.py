@@ -11,7 +11,7 @@ from builders import DRIVER, rslice, world
 
 from draview.api.claims import ResourceClaim
 from draview.engine.model import EngineOptions
-from draview.engine.profile import Profile, make_profile
+from draview.engine.profile import Profile, all_gates_on, make_profile
 from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
 from draview.explain import DeviceIndex, Explainer
@@ -123,3 +123,75 @@ def test_why_names_both_outcomes() -> None:
     exp = Explainer().explain(one_gpu(A100), index, w.classes, results=results)
     assert exp.verdict == "Uncertain"
     assert "node-a" in exp.summary and "CEL runtime error" in exp.summary
+
+
+# -- 1.34 (experimental, v0.34.13) --------------------------------------------------------
+
+K134, K134_ALL, K135_ALL = make_profile("1.34"), all_gates_on("1.34"), all_gates_on("1.35")
+
+
+def claim_of(*requests: dict[str, Any], constraints: list[Any] | None = None) -> ResourceClaim:
+    devices: dict[str, Any] = {"requests": list(requests)}
+    if constraints:
+        devices["constraints"] = constraints
+    return ResourceClaim.from_object(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"devices": devices},
+        }
+    )
+
+
+def request(name: str, **exactly: Any) -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": "gpu.example.com", **exactly}}
+
+
+def test_134_aborts_when_its_walk_meets_an_invalid_pool() -> None:
+    objs = (
+        rslice("bad-1", [gpu("gpu-0")], pool="bad", count=2),
+        rslice("bad-2", [gpu("gpu-0")], pool="bad", count=2),
+        rslice("good", [gpu("gpu-1", model="A100")], pool="good"),
+    )
+    assert outcomes(K134, *objs, claim=one_gpu(A100)) == {FITS, ABORTS}
+    # From 1.35 the invalid pool only keeps the node from offering its own devices.
+    assert outcomes(K135, *objs, claim=one_gpu(A100)) == {FITS}
+
+
+def test_134_allocates_from_a_pool_that_looks_incomplete() -> None:
+    objs = (rslice("a", [gpu("gpu-0", model="A100")], count=2),)
+    assert outcomes(K134, *objs, claim=one_gpu(A100)) == {FITS}
+    assert outcomes(K135, *objs, claim=one_gpu(A100)) == {UNSCHEDULABLE}
+    # ... but not all of its devices.
+    every = claim_of(request("all", allocationMode="All"))
+    assert outcomes(K134, *objs, claim=every) == {ABORTS}
+
+
+def test_134_distinct_values_are_told_apart_by_device() -> None:
+    # Both devices have model A100; 1.34 compares the values' pointers, which differ.
+    objs = (rslice("a", [gpu("gpu-0", model="A100"), gpu("gpu-1", model="A100")]),)
+    pair = claim_of(
+        request("one"),
+        request("two"),
+        constraints=[{"distinctAttribute": "gpu.example.com/model"}],
+    )
+    assert outcomes(K134_ALL, *objs, claim=pair) == {FITS}
+    assert outcomes(K135_ALL, *objs, claim=pair) == {UNSCHEDULABLE}
+    # 1.34's defaults run the experimental allocator, which reads the constraint; 1.35's
+    # incubating one finds it empty.
+    assert outcomes(K134, *objs, claim=pair) == {FITS}
+    assert outcomes(K135, *objs, claim=pair) == {ABORTS}
+
+
+def test_134_rechecks_capacity_at_the_requests_device_index() -> None:
+    # The second device of a request is checked against device 1 of its own slice; a
+    # slice of one device has none (an index out of range in the allocator).
+    objs = (
+        rslice("a", [gpu("gpu-0")], count=2),
+        rslice("b", [gpu("gpu-1")], count=2),
+    )
+    two = claim_of(request("two", count=2))
+    assert outcomes(K134_ALL, *objs, claim=two) == {ABORTS}
+    assert outcomes(K135_ALL, *objs, claim=two) == {FITS}
+    assert outcomes(K134, *objs, claim=two) == {FITS}  # no recheck without the gate

@@ -29,6 +29,8 @@ class Rules:
     invalid_pool_is_node_local: bool = True
     pools_sorted: bool = True
     search_resumes: bool = True
+    distinct_attribute: bool = True
+    distinct_by_value: bool = True
     list_type_attributes: bool = True
     counter_slices_everywhere: bool = True
     node_slices_first: bool = True
@@ -93,6 +95,18 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "1.36+ (startLocation; 1.34 and 1.35 walk every pool again from the first one "
         "for each device)",
         "structured/internal/*/allocator_*.go: allocateOne",
+    ),
+    "distinct_attribute": (
+        "the allocator reads a distinctAttribute constraint",
+        "implementations that know consumable capacity (all but 1.35's incubating, "
+        "whose Allocate finds the constraint empty and fails the claim), whatever the gate",
+        "structured/internal/*/allocator_*.go: Allocate (constraints)",
+    ),
+    "distinct_by_value": (
+        "distinctAttribute refuses a device whose value another device of the claim has",
+        "1.35+ (1.34 compares the values' pointers: only the same device taken again, a "
+        "shareable one, repeats a value)",
+        "structured/internal/experimental/constraint.go: matchesAttribute",
     ),
     "list_type_attributes": (
         "CEL selectors see list-typed attributes",
@@ -208,6 +222,8 @@ def rules_for(profile: Profile) -> Rules:
         invalid_pool_is_node_local=profile.release != "1.34",
         pools_sorted=profile.release not in ("1.34", "1.35"),
         search_resumes=profile.release not in ("1.34", "1.35"),
+        distinct_attribute=profile.supports("ConsumableCapacity"),
+        distinct_by_value=profile.release != "1.34",
         list_type_attributes=profile.gate("DRAListTypeAttributes"),
         counter_slices_everywhere=profile.release in ("1.35", "1.36"),
         node_slices_first=profile.release not in ("1.34", "1.35"),
@@ -235,9 +251,13 @@ def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
     request uses a field its gates leave off (Allocate returns an error, the attempt is
     aborted)."""
     for i, constraint in enumerate(claim.constraints):
-        if constraint.distinct_attribute and not constraint.match_attribute and not rules.shareable:
-            # The API server drops distinctAttribute while DRAConsumableCapacity is off,
-            # which leaves a constraint the allocator cannot read.
+        if (
+            constraint.distinct_attribute
+            and not constraint.match_attribute
+            and not rules.distinct_attribute
+        ):
+            # An allocator that does not know consumable capacity finds the constraint
+            # empty (and an API server without DRAConsumableCapacity drops the field).
             return f"constraint #{i} is empty: distinctAttribute needs DRAConsumableCapacity"
     for request in claim.requests:
         if request.prioritized and not rules.prioritized_list:

@@ -95,6 +95,10 @@ class _AttributeConstraint:
     count: int = 0
     # distinctAttribute remembers one value per request name (the last one added).
     seen: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    # 1.34 compares distinct values by pointer: only the same device's value repeats
+    # (rules.distinct_by_value off); the device each remembered value came from.
+    by_device: bool = False
+    seen_on: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def _applies(self, base: str, sub: str) -> bool:
         if not self.names:
@@ -107,18 +111,21 @@ class _AttributeConstraint:
         value = lookup_attribute(d, self.attribute)
         if value is None:
             return False
-        if self.count and not self._fits(value):
+        if self.count and not self._fits(value, d.id):
             return False
         if self.distinct:
             self.seen[base] = value
+            self.seen_on[base] = d.id
         elif not self.count:
             self.first = value
         self.count += 1
         return True
 
-    def _fits(self, value: tuple[str, Any]) -> bool:
+    def _fits(self, value: tuple[str, Any], device: tuple[str, str, str]) -> bool:
         if not value[0]:
             return False
+        if self.distinct and self.by_device:
+            return device not in self.seen_on.values()
         if self.distinct:
             return all(not (v[0] == value[0] and v[1] == value[1]) for v in self.seen.values())
         return self.first is not None and self.first[0] == value[0] and self.first[1] == value[1]
@@ -128,14 +135,18 @@ class _AttributeConstraint:
             return
         if self.distinct:
             self.seen.pop(base, None)
+            self.seen_on.pop(base, None)
         self.count -= 1
 
 
-def _constraint(c: Constraint) -> _AttributeConstraint:
+def _constraint(c: Constraint, rules: Rules) -> _AttributeConstraint:
     if c.match_attribute:
         return _AttributeConstraint(frozenset(c.requests), c.match_attribute, False)
     if c.distinct_attribute:
-        return _AttributeConstraint(frozenset(c.requests), c.distinct_attribute, True)
+        by_device = not rules.distinct_by_value
+        return _AttributeConstraint(
+            frozenset(c.requests), c.distinct_attribute, True, by_device=by_device
+        )
     raise SearchError("empty constraint (unsupported constraint type?)")
 
 
@@ -189,7 +200,7 @@ class NodeSearch:
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
         self.counters = _Counters(self.rules.counters_by_pool_id)
         self.results: list[SearchDevice] = []
-        self.constraints = [_constraint(c) for c in claim.constraints]
+        self.constraints = [_constraint(c, rules) for c in claim.constraints]
 
     # -- Allocate ------------------------------------------------------------------------
     def run(self) -> str:
