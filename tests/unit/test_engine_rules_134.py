@@ -25,8 +25,10 @@ def test_the_rules_apart() -> None:
     assert not (rules.counter_slices_everywhere or rules.capacity_recheck_own_device)
     # The recheck only happens where consumable capacity is on.
     assert rules_for(K134).capacity_recheck_own_device
-    # Not mirrored yet: an invalid pool anywhere aborts 1.34's attempt (README).
-    assert not K134.mirrored and K134.caveat() is not None
+    # An invalid pool anywhere aborts 1.34's attempt (engine/aborts.py), pools come in
+    # map order (explain/orders.py): mirrored with its defaults and with every gate.
+    assert not rules.invalid_pool_is_node_local and not rules.pools_sorted
+    assert K134.mirrored and K134_ALL.mirrored and K134.caveat() is None
 
 
 def test_an_incomplete_pool_still_hands_out_devices() -> None:

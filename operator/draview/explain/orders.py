@@ -14,9 +14,11 @@ only the orders that can make a difference are ever tried.
 
 Only pools and slices holding a device that can affect the search take part: a device
 the search skips before its selectors (in use), or whose selectors say no without an
-error, changes nothing wherever it stands. Where no device can make the order matter (no
-runtime error, no invalid pool, no counters, no node selector that cannot be written,
-no capacity re-check), one walk in a fixed order gives the only answer.
+error, changes nothing wherever it stands. Where nothing can make the order matter (no runtime
+error, no invalid pool, no counters left reserved by a refused device, no counters
+cached under a pool name two drivers share, no node selector that cannot be written, no
+capacity re-check), one walk in a fixed order gives the only answer: the search is
+exhaustive, and what it accepts depends on the devices taken, not on their order.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from draview.api.claims import ResourceClaim
+from draview.api.claims import DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.rules import Rules
+from draview.explain.checks import untolerated
 from draview.explain.gather import NodePool, SearchDevice
 
 
@@ -140,9 +143,13 @@ def every_order(
 
 @dataclass(frozen=True, slots=True)
 class _Key:
+    choice: DeviceChoice
     selectors: tuple[str, ...]
-    admin: bool
-    every: bool  # allocationMode All: every device is evaluated, in use or not
+
+    @property
+    def skips_in_use(self) -> bool:
+        # allocationMode All evaluates every device, in use or not; admin access too.
+        return not (self.choice.admin_access or self.choice.allocation_mode == "All")
 
 
 def _keys(claim: ResourceClaim, classes: Mapping[str, DeviceClass]) -> list[_Key]:
@@ -152,18 +159,19 @@ def _keys(claim: ResourceClaim, classes: Mapping[str, DeviceClass]) -> list[_Key
             cls = classes.get(ch.device_class_name)
             if cls is None:
                 continue  # the claim fails before any device is looked at
-            selectors = (*cls.selectors, *ch.selectors)
-            keys.append(_Key(selectors, ch.admin_access, ch.allocation_mode == "All"))
+            keys.append(_Key(ch, (*cls.selectors, *ch.selectors)))
     return keys
 
 
 def _effect(d: SearchDevice, in_use: bool, keys: Sequence[_Key], cel: CelEngine) -> str:
     """What the device is to the search: "error" when evaluating it for some request
-    fails, "match" when some request can take it, "" when the walk passes it by."""
+    fails, "refusable" when a request can take it but may refuse it after reserving its
+    counters (a taint it does not tolerate), "match" when a request can take it, ""
+    when the walk passes it by."""
     found = ""
     inp = DeviceInput(d.driver, d.device)
     for key in keys:
-        if in_use and not (key.admin or key.every):
+        if in_use and key.skips_in_use:
             continue  # skipped before its selectors
         try:
             result = cel.matches_all(key.selectors, inp, d.cel_key)
@@ -172,8 +180,24 @@ def _effect(d: SearchDevice, in_use: bool, keys: Sequence[_Key], cel: CelEngine)
         if isinstance(result, CelRuntimeError):
             return "error"
         if result and d.reaches:
-            found = "match"
+            found = found or "match"
+            if untolerated(d.taints, key.choice.tolerations):
+                found = "refusable"
     return found
+
+
+def _leaks(d: SearchDevice, effect: str, claim: ResourceClaim, rules: Rules) -> bool:
+    """Whether taking the device can leave counters reserved for the rest of the call
+    (rules.refusals_release_counters off): refused after the counter check for a taint, a
+    constraint or 1.34's capacity re-check, or a share given back."""
+    if not d.device.consumes_counters or rules.refusals_release_counters:
+        return False
+    return (
+        effect == "refusable"
+        or bool(claim.constraints)
+        or d.device.allow_multiple_allocations
+        or not rules.capacity_recheck_own_device
+    )
 
 
 def relevance(
@@ -187,6 +211,7 @@ def relevance(
     their order can change its outcome."""
     keys = _keys(claim, classes)
     out = Relevance(hazard=not rules.capacity_recheck_own_device)
+    counted: dict[str, set[str]] = {}  # pool name -> drivers whose devices take counters
     for pi, pool in enumerate(pools):
         if pool.invalid and not rules.invalid_pool_is_node_local:
             out.pools.append(pi)  # met by the walk: the attempt aborts
@@ -199,7 +224,9 @@ def relevance(
                 if not effect:
                     continue
                 hit = True
-                if effect == "error" or d.device.consumes_counters or d.unsupported_selector:
+                if d.device.consumes_counters:
+                    counted.setdefault(pool.pool, set()).add(pool.driver)
+                if effect == "error" or d.unsupported_selector or _leaks(d, effect, claim, rules):
                     out.hazard = True
             if hit:
                 out.slices.setdefault(pi, []).append(sj)
@@ -208,6 +235,9 @@ def relevance(
             if pool.firsts is not None and pool.firsts <= set(out.slices[pi]):
                 # The list's first slice of the pool holds something the walk meets.
                 out.first[pi] = pool.firsts
+    if not rules.counters_by_pool_id and any(len(d) > 1 for d in counted.values()):
+        # Counters cached by pool name: whichever driver's pool comes first fills it.
+        out.hazard = True
     if any(r.choices and r.choices[0].allocation_mode == "All" for r in claim.requests):
         # "All" takes its devices in the walk's order, and a constraint may refuse one.
         out.hazard = out.hazard or bool(claim.constraints)
