@@ -30,8 +30,8 @@ from tests.fidelity.harness import (
     reduce,
 )
 from tests.fidelity.oracle import Oracle
+from tests.fidelity.served import served_world
 from tests.fidelity.worldgen import generate
-from tests.fidelity.worlds134 import as_134
 
 from draview.engine.model import EngineOptions
 from draview.engine.profile import DEFAULT, all_gates_on, make_profile, parse_release
@@ -68,32 +68,30 @@ def main() -> int:
     with Oracle(profile=profile) as oracle:
         for first in range(args.start, args.start + args.worlds, BATCH):
             seeds = range(first, min(first + BATCH, args.start + args.worlds))
-            worlds = [generate(s) for s in seeds]
-            # As the profile's API server holds them (worlds134.py for 1.34).
-            held = [as_134(w.objects) if profile.release == "1.34" else w.objects for w in worlds]
+            # As the profile's API server holds them (1.34's layout, gated fields dropped).
+            worlds = [served_world(generate(s), profile) for s in seeds]
             answers = oracle.ask_many(
-                [device_case(str(w.seed), o, profile) for w, o in zip(worlds, held, strict=True)]
+                [device_case(str(w.seed), w.objects, profile) for w in worlds]
             )
-            for world, objs, answer in zip(worlds, held, answers, strict=True):
+            for world, answer in zip(worlds, answers, strict=True):
                 totals["worlds"] += 1
                 totals["devices"] += len(answer["probes"])
-                verdicts = engine_verdicts(objs, EngineOptions(profile=profile))
+                verdicts = engine_verdicts(world.objects, EngineOptions(profile=profile))
                 for verdict, state, reason in verdicts.values():
                     states[f"{state}/{reason}" if reason else state] += 1
                     totals["order_dependent"] += verdict == "maybe"
-                diffs = compare_devices(objs, answer, profile, oracle)
+                diffs = compare_devices(world.objects, answer, profile, oracle)
                 totals["disagreements"] += len(diffs)
                 totals["worlds_with_disagreements"] += bool(diffs)
                 examples.extend(f"seed {world.seed}: {d}" for d in diffs[: 3 - len(examples)])
             if args.claims:
                 answers = oracle.ask_many(
-                    [
-                        claims_case(str(w.seed), o, w.pending)
-                        for w, o in zip(worlds, held, strict=True)
-                    ]
+                    [claims_case(str(w.seed), w.objects, w.pending) for w in worlds]
                 )
-                for world, objs, answer in zip(worlds, held, answers, strict=True):
-                    cdiffs, unknown = compare_claims(objs, world.pending, answer, profile, oracle)
+                for world, answer in zip(worlds, answers, strict=True):
+                    cdiffs, unknown = compare_claims(
+                        world.objects, world.pending, answer, profile, oracle
+                    )
                     totals["claims"] += len(answer["probes"])
                     totals["claims_order_dependent"] += sum(
                         reduce(p["nodes"]) == "maybe" for p in answer["probes"]
@@ -102,8 +100,8 @@ def main() -> int:
                     totals["claim_disagreements"] += len(cdiffs)
                     examples.extend(f"seed {world.seed}: {d}" for d in cdiffs[:1])
                 cases = [
-                    partition_case(str(w.seed), o, w.partition_attributes, profile)
-                    for w, o in zip(worlds, held, strict=True)
+                    partition_case(str(w.seed), w.objects, w.partition_attributes, profile)
+                    for w in worlds
                 ]
                 answers = oracle.ask_many([case for case, _ in cases])
                 for world, (_, expect), answer in zip(worlds, cases, answers, strict=True):

@@ -23,7 +23,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # The examples an API server accepts, in the versions the oracle reads
 # (resource.k8s.io/v1; DeviceTaintRules in any version). invalid.yaml holds a quantity no
 # API server stores; driver-update.yaml v1beta1 slices.
-NAMES = ["gpus", "shareable-nic", "taints", "mig-a100", "tpu-multihost"]
+NAMES = [
+    "gpus",
+    "shareable-nic",
+    "taints",
+    "mig-a100",
+    "tpu-multihost",
+    "cpu-shares",
+    "fabric-gpus",
+]
 KINDS = ("ResourceSlice", "ResourceClaim", "DeviceClass", "DeviceTaintRule", "Node")
 
 
@@ -83,4 +91,6 @@ def test_the_releases_do_answer_some_examples_differently() -> None:
 
     older, newest = make_profile("1.35"), all_gates_on("1.37")
     differ = [n for n in NAMES if states(n, older) != states(n, newest)]
-    assert {"taints", "mig-a100", "shareable-nic"} <= set(differ), differ
+    assert {"taints", "mig-a100", "shareable-nic", "fabric-gpus"} <= set(differ), differ
+    # Fractional ranges: 1.36 rounds a quarter core up to a whole one, 1.37 does not.
+    assert states("cpu-shares", make_profile("1.36")) != states("cpu-shares", make_profile("1.37"))

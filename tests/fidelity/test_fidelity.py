@@ -24,6 +24,7 @@ from tests.fidelity.harness import (
 )
 from tests.fidelity.minimize import dump, minimize
 from tests.fidelity.oracle import Oracle
+from tests.fidelity.served import served_world
 from tests.fidelity.worldgen import World, generate
 
 from draview.engine.profile import DEFAULT
@@ -40,9 +41,14 @@ def oracle() -> Iterator[Oracle]:
         yield o
 
 
+def held(seed: int) -> World:
+    """The world of `seed` as a cluster of the default profile holds it."""
+    return served_world(generate(seed), DEFAULT)
+
+
 @pytest.fixture(scope="module")
 def worlds() -> list[World]:
-    return [generate(seed) for seed in SEEDS]
+    return [held(seed) for seed in SEEDS]
 
 
 def _report(oracle: Oracle, world: World, device: tuple[str, int]) -> str:
@@ -90,7 +96,7 @@ def test_why_verdicts_match_the_allocator(oracle: Oracle) -> None:
     """Every pending claim of the worlds (counts, allocationMode All, firstAvailable,
     capacity requests, tolerations, admin access, constraints, CEL selectors that fail
     on some devices): draview's verdict is the allocator's."""
-    worlds = [generate(seed) for seed in CLAIM_SEEDS]
+    worlds = [held(seed) for seed in CLAIM_SEEDS]
     answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
     failures: list[str] = []
     claims = undecided = 0
@@ -107,7 +113,7 @@ def test_why_verdicts_match_the_allocator(oracle: Oracle) -> None:
 def test_partition_figures_match_the_allocator(oracle: Oracle) -> None:
     """For each partition type: a claim for "how many more fit" devices of it is
     allocatable, and a claim for one more is not."""
-    worlds = [generate(seed) for seed in SEEDS]
+    worlds = [held(seed) for seed in SEEDS]
     cases = [partition_case(str(w.seed), w.objects, w.partition_attributes) for w in worlds]
     answers = oracle.ask_many([case for case, _ in cases])
     failures: list[str] = []

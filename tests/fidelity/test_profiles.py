@@ -28,8 +28,8 @@ from tests.fidelity.harness import (
     partition_case,
 )
 from tests.fidelity.oracle import Oracle
+from tests.fidelity.served import as_served
 from tests.fidelity.worldgen import World, generate
-from tests.fidelity.worlds134 import as_134
 
 from draview.engine.profile import Profile, all_gates_on, make_profile
 
@@ -54,8 +54,8 @@ def worlds() -> list[World]:
 
 
 def objects(world: World, profile: Profile) -> list[dict[str, Any]]:
-    """The world as the profile's API server holds it (worlds134.py for 1.34)."""
-    return as_134(world.objects) if profile.release == "1.34" else world.objects
+    """The world as the profile's API server holds it (served.py)."""
+    return as_served(world.objects, profile)
 
 
 @pytest.fixture(scope="module", params=sorted(VERIFIED))

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fidelity.worldgen_gated import add_gated
+
 Obj = dict[str, Any]
 
 RESOURCE_V1 = "resource.k8s.io/v1"
@@ -119,6 +121,13 @@ FEATURES: tuple[str, ...] = (
     "cel-runtime-error",
     "class-selector",
     "class-no-selector",
+    # gated fields (worldgen_gated.py)
+    "binding-conditions",
+    "binds-to-node",
+    "fractional-range",
+    "pending-fractional",
+    "compatibility-groups",
+    "skip-node-operations",
 )
 
 
@@ -354,6 +363,7 @@ class _Builder:
         self._make_pending()
         # Deep copies: callers may edit the objects, and builders share sub-objects.
         objects = copy.deepcopy(self._objects())
+        self.features |= add_gated(self.seed, objects, self.pending)
         if self._has_partition_types():
             self.features.add("partition-attribute")
         self.features |= _observed_features(objects, self._all_nodes())

@@ -116,14 +116,30 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "shares_debit_counters",
         "refusals_release_counters",
         "counters_by_pool_id",
+        # DRADeviceBindingConditions is alpha: such devices are never handed out, and
+        # 1.35's incubating GatherPools does not put their pools last.
+        "binding_conditions",
+        "binding_pools_last",
     ]
     assert differences(make_profile("1.36")) == ["taint_rules", "list_type_attributes"]
-    # 1.37 reads counter slices per node and counts static capacity for "all".
+    # 1.37 reads counter slices per node, counts static capacity for "all", works ranges
+    # in milli-units and skips slices with compatibility groups (alpha, off).
     assert differences(make_profile("1.37")) == [
         "list_type_attributes",
         "counter_slices_everywhere",
         "shares_debit_once",
         "all_mode_static_capacity",
+        "fractional_capacity_range",
+        "compatibility_groups_skip_slices",
+    ]
+    assert differences(all_gates_on("1.37")) == [
+        "counter_slices_everywhere",
+        "shares_debit_once",
+        "all_mode_static_capacity",
+        "fractional_capacity_range",
+        "compatibility_groups",
+        "node_operations_checked",
+        "optional_node_operations",
     ]
     assert "invalid_pool_is_node_local" in differences(make_profile("1.34"))
     assert differences(all_gates_on("1.36")) == []

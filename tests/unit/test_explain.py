@@ -8,6 +8,8 @@ import pytest
 from builders import DRIVER, claim, device, result, rslice, taint_rule, world
 
 from draview.api.claims import ResourceClaim
+from draview.engine.model import EngineOptions
+from draview.engine.profile import DEFAULT, make_profile
 from draview.engine.world import compute_world
 from draview.explain import DeviceIndex, Explainer
 
@@ -284,12 +286,13 @@ def test_a_share_request_is_rounded_up_to_the_policy_step() -> None:
     w = world(
         CLASS, rslice("node-a", [nic]), claim("a", result("nic", share="1", consumed={"bw": "8G"}))
     )
-    index = DeviceIndex.build(compute_world(w), w.taint_rules)
-    ex = Explainer()
-    exp = ex.explain(
-        pending("c", req("gpu", capacity={"requests": {"bw": "1.5G"}})), index, w.classes
-    )
-    choice = exp.requests[0].choices[0]
-    assert "CapacityTooSmall" in choice.blocked
-    # 3G, printed as the allocator prints a rounded amount (BinarySI, not a power of 1024)
-    assert "takes 3000000000" in choice.details[f"{DRIVER}/pool-a/nic"]
+    # 3G, printed as the allocator prints a rounded amount: until 1.36 whole units
+    # (BinarySI, not a power of 1024), from 1.37 milli-units in the step's format.
+    for profile, text in ((make_profile("1.36"), "3000000000"), (DEFAULT, "3G")):
+        index = DeviceIndex.build(compute_world(w, EngineOptions(profile=profile)), w.taint_rules)
+        exp = Explainer().explain(
+            pending("c", req("gpu", capacity={"requests": {"bw": "1.5G"}})), index, w.classes
+        )
+        choice = exp.requests[0].choices[0]
+        assert "CapacityTooSmall" in choice.blocked
+        assert f"takes {text}" in choice.details[f"{DRIVER}/pool-a/nic"]

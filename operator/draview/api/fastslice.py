@@ -25,13 +25,14 @@ from draview.api.slices import (
     Mixins,
     PoolRef,
     ResourceSlice,
+    binding_of,
 )
 
 M = TypeVar("M", bound=Model)
 
 _setattr = object.__setattr__
-# Keys a plain device may carry. bindsToNode and the binding conditions do not change
-# what draview computes; the models ignore them as well.
+# Keys a plain device may carry. The binding failure conditions do not change what
+# draview computes; the models ignore them as well.
 _DEVICE_KEYS = frozenset(
     {
         "name",
@@ -259,6 +260,10 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         consumes = _consumptions(raw_consumes, cache)
     if consumes is None:
         return None
+    conditions = _strings(raw.get("bindingConditions"), cache)
+    binds = raw.get("bindsToNode", False)
+    if conditions is None or type(binds) is not bool:
+        return None
     return Device(
         cache.string(name),
         attributes,
@@ -269,7 +274,17 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         node_name,
         None,
         all_nodes,
+        binding=binding_of(conditions, binds),
     )
+
+
+def _strings(raw: Any, cache: Interner) -> tuple[str, ...] | None:
+    """A list of names, shared; None (the models decide) for anything but strings."""
+    if not raw:
+        return ()
+    if type(raw) is not list or not all(type(s) is str for s in raw):
+        return None
+    return tuple(cache.string(s) for s in raw)
 
 
 def _counter_set(raw: Any, cache: Interner) -> CounterSet | None:
@@ -298,6 +313,7 @@ _SPEC_KEYS = frozenset(
         "perDeviceNodeSelection",
         "devices",
         "sharedCounters",
+        "skipNodeOperations",
     }
 )
 
@@ -320,7 +336,8 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
         return None
     devices = [_device(d, cache) for d in raw_devices]
     sets = [_counter_set(c, cache) for c in raw_sets]
-    if None in devices or None in sets:
+    skips = _strings(spec.get("skipNodeOperations"), cache)
+    if None in devices or None in sets or skips is None:
         return None
     name = meta.get("name") or ""
     uid = meta.get("uid") or ""
@@ -342,6 +359,7 @@ def read_slice(obj: dict[str, Any], cache: Interner) -> ResourceSlice | None:
         tuple(devices),  # type: ignore[arg-type]  # no None left
         tuple(sets),  # type: ignore[arg-type]
         _NO_MIXINS,
+        skips,
     )
 
 

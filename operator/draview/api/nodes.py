@@ -1,4 +1,6 @@
-"""The little of a Node that decides which ResourceSlices reach it: its name and labels."""
+"""The little of a Node that decides which ResourceSlices reach it: its name and labels,
+and the features its kubelet declares (status.declaredFeatures), which 1.37's
+DRAOptionalNodeOperations reads."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ class NodeInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     # In NodeGroups: every node this entry stands for (itself first); () for itself alone.
     members: tuple[str, ...] = ()
+    # status.declaredFeatures; None where the status is not known (metadata only).
+    declared: frozenset[str] | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeInfo:
@@ -24,7 +28,14 @@ class NodeInfo:
         labels = meta.get("labels") or {}
         if not isinstance(labels, Mapping):
             raise ValueError("metadata.labels must be a map")
-        return cls(meta["name"], {str(k): str(v) for k, v in labels.items()})
+        declared = None
+        status = obj.get("status")
+        if isinstance(status, Mapping):
+            features = status.get("declaredFeatures") or []
+            if not isinstance(features, list):
+                raise ValueError("status.declaredFeatures must be a list")
+            declared = frozenset(str(f) for f in features)
+        return cls(meta["name"], {str(k): str(v) for k, v in labels.items()}, (), declared)
 
 
 class AssumedNodes(tuple[NodeInfo, ...]):

@@ -95,6 +95,14 @@ class _Counters(Model):
 
 class CounterConsumption(_Counters):
     counter_set: str = Field("", alias="counterSet")
+    # DRADeviceCompatibilityGroups (1.37, alpha): the devices drawing from one counter set
+    # at a time must share one of these names (none: only with others that name none).
+    compatibility_groups: tuple[str, ...] = Field((), alias="compatibilityGroups")
+
+    @field_validator("compatibility_groups", mode="before")
+    @classmethod
+    def _groups(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
 
 
 class CounterSetSpec(_Counters):
@@ -145,6 +153,14 @@ class DeviceSpec(_DeviceBody):
     includes: tuple[str, ...] = ()
     consumes_capacity_from: tuple[str, ...] = Field((), alias="consumesCapacityFrom")
     composite: bool = False
+    # DRADeviceBindingConditions: conditions the device must reach before a pod binds,
+    # and whether an allocation of it binds to the node it was made for.
+    binding_conditions: tuple[str, ...] = Field((), alias="bindingConditions")
+    binds_to_node: bool = Field(False, alias="bindsToNode")
+
+    @property
+    def binding(self) -> Binding | None:
+        return binding_of(self.binding_conditions, self.binds_to_node)
 
     @model_validator(mode="before")
     @classmethod
@@ -161,7 +177,7 @@ class DeviceSpec(_DeviceBody):
                 return merged
         return data
 
-    @field_validator("includes", "consumes_capacity_from", mode="before")
+    @field_validator("includes", "consumes_capacity_from", "binding_conditions", mode="before")
     @classmethod
     def _names(cls, v: Any) -> tuple[str, ...]:
         return names_of(v)
@@ -170,6 +186,19 @@ class DeviceSpec(_DeviceBody):
     @classmethod
     def _lists(cls, v: Any) -> Any:
         return v or ()
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What DRADeviceBindingConditions adds to a device; rare, so one slot of the device
+    holds it (None for nearly every device)."""
+
+    conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+
+
+def binding_of(conditions: tuple[str, ...], binds_to_node: bool) -> Binding | None:
+    return Binding(conditions, binds_to_node) if conditions or binds_to_node else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +219,15 @@ class Device(_Held):
     includes: tuple[str, ...] = ()
     consumes_capacity_from: tuple[str, ...] = ()
     composite: bool = False
+    binding: Binding | None = None
+
+    @property
+    def binding_conditions(self) -> tuple[str, ...]:
+        return self.binding.conditions if self.binding is not None else ()
+
+    @property
+    def binds_to_node(self) -> bool:
+        return self.binding is not None and self.binding.binds_to_node
 
 
 Device.held(DeviceSpec)  # as above
@@ -258,6 +296,13 @@ class ResourceSliceSpec(Model):
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = Field((), alias="sharedCounters")
     mixins: Mixins = Field(default_factory=Mixins)
+    # DRAOptionalNodeOperations (1.37, alpha): node-local calls the driver does without.
+    skip_node_operations: tuple[str, ...] = Field((), alias="skipNodeOperations")
+
+    @field_validator("skip_node_operations", mode="before")
+    @classmethod
+    def _skips(cls, v: Any) -> tuple[str, ...]:
+        return names_of(v)
 
     @field_validator("devices", "shared_counters", mode="before")
     @classmethod
@@ -288,6 +333,7 @@ class ResourceSlice(_Held):
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = ()
     mixins: Mixins = field(default_factory=Mixins)
+    skip_node_operations: tuple[str, ...] = ()
 
     @property
     def pool_key(self) -> tuple[str, str]:
@@ -320,6 +366,7 @@ ResourceSlice.held(ResourceSliceSpec)
 
 
 __all__ = [
+    "Binding",
     "Capacity",
     "CounterConsumption",
     "CounterSet",

@@ -98,6 +98,9 @@ def _json_items(text: str, max_depth: int) -> Iterator[Any]:
         yield head
 
 
+_LIBYAML_DEPTH = "exceeded maximum nesting depth"
+
+
 def _yaml_docs(text: str, source: str, limits: Limits) -> list[Any]:
     try:
         return [d for d in yaml.load_all(text, Loader=bounded_loader(limits)) if d is not None]
@@ -105,6 +108,14 @@ def _yaml_docs(text: str, source: str, limits: Limits) -> list[Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML or JSON"
+        if problem == _LIBYAML_DEPTH:
+            # libyaml 0.2.6 (PyYAML 6.0.4) stops deep flow collections in its scanner,
+            # ahead of the composer that counts --max-depth: say which limit holds.
+            problem = (
+                f"nested deeper than {limits.max_depth} levels (--max-depth)"
+                if limits.max_depth < 1000
+                else "nested deeper than 1000 levels (the YAML parser's own limit)"
+            )
         raise InputError(f"{source}:{where}: {problem}") from None
     except (ValueError, OverflowError) as exc:  # e.g. a timestamp like 2024-02-30
         raise InputError(f"{source}: not valid YAML: {str(exc)[:200]}") from None

@@ -216,8 +216,12 @@ class Reconciler:
             self.broken.add(key)
             return None
         self.broken.discard(key)
-        if not self._node_local and result.prepared is not None:
-            self.invalid.note(key, result.prepared.views, result.errors.allocator)
+        prepared = result.prepared
+        if not self._node_local and prepared is not None:
+            binding_last = prepared.rules.binding_pools_last
+            self.invalid.note(
+                key, prepared.views, prepared.flat, result.errors.allocator, binding_last
+            )
         self._report(key, result)
         self.judged += 1
         self.results[key] = _lean(result)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from draview.api.status import Condition, Partition
 from draview.engine.attributes import attribute
 from draview.engine.conditions import condition
+from draview.engine.flatten import FlatSlice
 from draview.engine.model import PoolKey
 from draview.engine.partitions import PartitionInput
 from draview.engine.views import View
@@ -47,6 +48,9 @@ class Aborts:
 
     seen: Mapping[str | None, tuple[PoolKey, ...]] = field(default_factory=dict)
     why: Mapping[PoolKey, str] = field(default_factory=dict)  # each pool's first error
+    # Per node, 1 when every invalid pool it gathers holds devices with binding
+    # conditions (GatherPools puts those pools last, rules.binding_pools_last), else 0.
+    tier: Mapping[str | None, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.seen)
@@ -55,9 +59,22 @@ class Aborts:
 NO_ABORTS = Aborts()
 
 
-def invalid_nodes(views: Sequence[View]) -> list[str | None]:
-    """The nodes whose view of a pool is invalid."""
-    return [n for v in views if any(o.kind == "invalid" for o in v.outcomes) for n in v.nodes]
+def binding_view(view: View, flat: Sequence[FlatSlice]) -> bool:
+    """Whether the view holds a device with binding conditions: 1.34's GatherPools then
+    puts the pool after those without (rules.binding_pools_last)."""
+    return any(d.binding_conditions for i in {i for i, _ in view.targets} for d in flat[i].devices)
+
+
+def invalid_nodes(
+    views: Sequence[View], flat: Sequence[FlatSlice], binding_last: bool = True
+) -> list[tuple[str | None, int]]:
+    """The nodes whose view of a pool is invalid, each with the pool's tier there."""
+    return [
+        (n, int(binding_last and binding_view(v, flat)))
+        for v in views
+        if any(o.kind == "invalid" for o in v.outcomes)
+        for n in v.nodes
+    ]
 
 
 class InvalidPools:
@@ -65,12 +82,19 @@ class InvalidPools:
     (the operator), and the Aborts that follow."""
 
     def __init__(self) -> None:
-        self.by_pool: dict[PoolKey, tuple[tuple[str | None, ...], str]] = {}
+        self.by_pool: dict[PoolKey, tuple[tuple[tuple[str | None, int], ...], str]] = {}
         self.aborts = NO_ABORTS
         self._changed = False
 
-    def note(self, key: PoolKey, views: Sequence[View], errors: Sequence[str]) -> None:
-        nodes = tuple(invalid_nodes(views))
+    def note(
+        self,
+        key: PoolKey,
+        views: Sequence[View],
+        flat: Sequence[FlatSlice],
+        errors: Sequence[str],
+        binding_last: bool = True,
+    ) -> None:
+        nodes = tuple(invalid_nodes(views, flat, binding_last))
         entry = (nodes, errors[0] if errors else "invalid") if nodes else None
         if self.by_pool.get(key) != entry:
             self._changed = True
@@ -90,44 +114,73 @@ class InvalidPools:
             return False
         self._changed = False
         seen: dict[str | None, list[PoolKey]] = {}
+        tier: dict[str | None, int] = {}
         for key, (nodes, _) in sorted(self.by_pool.items()):
-            for n in nodes:
+            for n, t in nodes:
                 seen.setdefault(n, []).append(key)
+                tier[n] = min(t, tier.get(n, t))
         why = {key: err for key, (_, err) in self.by_pool.items()}
-        found = Aborts({n: tuple(keys) for n, keys in seen.items()}, why)
+        found = Aborts({n: tuple(keys) for n, keys in seen.items()}, why, tier)
         if found == self.aborts:
             return False
         self.aborts = found
         return True
 
 
-def find_aborts(pools: Iterable[tuple[PoolKey, Sequence[View], Sequence[str]]]) -> Aborts:
-    """From every pool of the cluster: (key, its node views, its allocator errors)."""
+def find_aborts(
+    pools: Iterable[tuple[PoolKey, Sequence[View], Sequence[FlatSlice], Sequence[str]]],
+    binding_last: bool = True,
+) -> Aborts:
+    """From every pool of the cluster: (key, its node views, its slices, its allocator
+    errors)."""
     tracker = InvalidPools()
-    for key, views, errors in pools:
-        tracker.note(key, views, errors)
+    for key, views, flat, errors in pools:
+        tracker.note(key, views, flat, errors, binding_last)
     tracker.settle()
     return tracker.aborts
 
 
+def _kinds(
+    offers: Sequence[Offer], tiers: Sequence[int], aborts: Aborts
+) -> dict[tuple[int, int], dict[str | None, str]]:
+    """Per device a view hands out, per node that gathers an invalid pool and offers it:
+    "ok" when the device's pool always comes before that node's invalid pools, "maybe"
+    when either can come first, "aborts" when an invalid pool always comes first."""
+    out: dict[tuple[int, int], dict[str | None, str]] = {}
+    meeting = aborts.seen.keys()
+    for (nodes, free), tier in zip(offers, tiers, strict=True):
+        for n in meeting & set(nodes):
+            first = aborts.tier.get(n, 0)
+            kind = "aborts" if first < tier else ("maybe" if first == tier else "ok")
+            for at in free:
+                out.setdefault(at, {})[n] = kind
+    return out
+
+
+def _combined(kinds: Mapping[str | None, str], meeting: int) -> str:
+    """Over the nodes that gather an invalid pool (each node's walk its own order)."""
+    if len(kinds) < meeting or "aborts" in kinds.values():
+        return "aborts"
+    return "maybe" if "maybe" in kinds.values() else "ok"
+
+
 def settle(
-    verdicts: dict[tuple[int, int], Verdict], offers: Sequence[Offer], aborts: Aborts
+    verdicts: dict[tuple[int, int], Verdict],
+    offers: Sequence[Offer],
+    tiers: Sequence[int],
+    aborts: Aborts,
 ) -> None:
     """Turn every allocatable device into one refused in every attempt, or in some, as
-    the nodes that gather an invalid pool can allocate it or not."""
+    the nodes that gather an invalid pool can allocate it or not. `tiers`: per offer, 1
+    when GatherPools puts the pool last there (binding conditions), else 0."""
     if not aborts:
         return
-    meeting = frozenset(aborts.seen)
-    covered: dict[tuple[int, int], set[str | None]] = {}
-    for nodes, free in offers:
-        here = meeting.intersection(nodes)
-        if here:
-            for at in free:
-                covered.setdefault(at, set()).update(here)
+    kinds = _kinds(offers, tiers, aborts)
     for at, verdict in verdicts.items():
         if verdict[0] == "yes":
-            everywhere = len(covered.get(at, ())) == len(meeting)
-            verdicts[at] = ("maybe", MAY_ABORT) if everywhere else ("no", ABORTS)
+            found = _combined(kinds.get(at, {}), len(aborts.seen))
+            if found != "ok":
+                verdicts[at] = ("maybe", MAY_ABORT) if found == "maybe" else ("no", ABORTS)
 
 
 def abort_condition(
@@ -160,6 +213,7 @@ def aborted_partitions(
     driver: str,
     inputs: Sequence[PartitionInput],
     offers: Sequence[Offer],
+    tiers: Sequence[int],
     verdicts: Mapping[tuple[int, int], Verdict],
     aborts: Aborts,
 ) -> None:
@@ -167,20 +221,20 @@ def aborted_partitions(
     gathers an invalid pool can allocate one of them: then its count holds only where
     those nodes meet this pool first (method firstFit), else nothing fits. `inputs`
     count the devices an invalid pool may refuse as free; `available` counts them out."""
-    meeting = set(aborts.seen)
+    kinds = _kinds(offers, tiers, aborts)
     for part in parts:
         members = [
             i for i in inputs if str(attribute(i.device, driver, part["attribute"])) == part["type"]
         ]
-        ats = {i.at for i in members}
-        reached: set[str | None] = set()
-        for nodes, free in offers:
-            if not ats.isdisjoint(free):
-                reached.update(meeting.intersection(nodes))
-        if reached == meeting:
-            part["method"] = "firstFit"
-        else:
+        reached: dict[str | None, str] = {}
+        for i in members:
+            # One view per node: every device of the pool it offers is of one kind there.
+            reached.update(kinds.get(i.at, {}))
+        found = _combined(reached, len(aborts.seen))
+        if found == "aborts":
             part["allocatable"], part["method"] = 0, "exact"
+        elif found == "maybe":
+            part["method"] = "firstFit"
         part["available"] = sum(
             1
             for i in members

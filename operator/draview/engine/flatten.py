@@ -27,9 +27,12 @@ class FlatSlice:
     devices: tuple[Device, ...]
     counter_sets: tuple[CounterSet, ...]
     errors: list[str] = field(default_factory=list)
-    # The profile's GatherPools skips this slice (partitionable devices off and it holds
-    # counter sets or selects nodes per device); it still counts towards completeness.
-    ignored: bool = False
+    # Why the profile's GatherPools skips this slice (engine/rules.py project): partitionable
+    # devices off and it holds counter sets or selects nodes per device (it still counts
+    # towards completeness), or compatibility groups it cannot check (it does not count:
+    # `uncounted`).
+    ignored: str | None = None
+    uncounted: bool = False
 
 
 def _missing(slice_name: str, what: str, owner: str, ref: str) -> str:

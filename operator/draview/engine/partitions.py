@@ -6,6 +6,8 @@ from one node's view of the pool, never across nodes). Devices that share no cou
 independent, so the problem splits into components; a component with up to
 `exact_limit` candidates is solved exactly (branch and bound), a larger one greedily
 (smallest debit first), which is a lower bound and is reported as method "greedy".
+Where the profile checks compatibility groups (engine/compat.py), the devices taken
+together must also leave each counter set a common group.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from draview.api.slices import Device
 from draview.api.status import DeviceState, Partition
 from draview.engine.attributes import attribute
 from draview.engine.capacity import request_fits
+from draview.engine.compat import Intersection, admit, uses_of
 from draview.engine.flatten import FlatSlice
 from draview.engine.validate import CounterKey
 from draview.quantity import Quantity
@@ -37,11 +40,18 @@ class PartitionInput:
     first_fit: bool = False
 
 
-# A node view of the pool: the devices it would hand out and the counters it has left.
-ViewFree = tuple[set[tuple[int, int]], Mapping[CounterKey, Quantity]]
+# A node view of the pool: the devices it would hand out, the counters it has left and
+# the compatibility groups open per counter set (None: not checked).
+ViewFree = tuple[
+    set[tuple[int, int]], Mapping[CounterKey, Quantity], Mapping[str, Intersection] | None
+]
+# What a set of devices taken together leaves: counters, and groups where checked.
+_State = tuple[dict[CounterKey, Quantity], Mapping[str, Intersection] | None]
 
 
-def _components(cands: list[PartitionInput]) -> list[list[PartitionInput]]:
+def _components(cands: list[PartitionInput], by_set: bool) -> list[list[PartitionInput]]:
+    """Devices linked by a counter they share (and, `by_set`, by a counter set they draw
+    from, which compatibility groups tie together whatever the counters)."""
     parent = list(range(len(cands)))
 
     def find(i: int) -> int:
@@ -50,9 +60,12 @@ def _components(cands: list[PartitionInput]) -> list[list[PartitionInput]]:
             i = parent[i]
         return i
 
-    owner: dict[CounterKey, int] = {}
+    owner: dict[object, int] = {}
     for i, c in enumerate(cands):
-        for key, _ in c.debits:
+        keys: list[object] = [key for key, _ in c.debits]
+        if by_set:
+            keys.extend(("set", cc.counter_set) for cc in c.device.consumes_counters)
+        for key in keys:
             if key in owner:
                 parent[find(i)] = find(owner[key])
             else:
@@ -63,19 +76,23 @@ def _components(cands: list[PartitionInput]) -> list[list[PartitionInput]]:
     return list(groups.values())
 
 
-def _fits(c: PartitionInput, left: dict[CounterKey, Quantity]) -> dict[CounterKey, Quantity] | None:
+def _fits(c: PartitionInput, state: _State) -> _State | None:
+    left, groups = state
     after = dict(left)
     for key, q in c.debits:
         after[key] = after[key] - q
         if after[key].sign() < 0:
             return None
-    return after
+    if groups is None or not c.device.consumes_counters:
+        return after, groups
+    open_groups = admit(groups, uses_of(c.device.consumes_counters))
+    return None if open_groups is None else (after, open_groups)
 
 
-def _exact(cands: list[PartitionInput], left: dict[CounterKey, Quantity]) -> int:
+def _exact(cands: list[PartitionInput], start: _State) -> int:
     best = 0
 
-    def go(i: int, taken: int, state: dict[CounterKey, Quantity]) -> None:
+    def go(i: int, taken: int, state: _State) -> None:
         nonlocal best
         if taken + (len(cands) - i) <= best:
             return
@@ -87,29 +104,32 @@ def _exact(cands: list[PartitionInput], left: dict[CounterKey, Quantity]) -> int
             go(i + 1, taken + 1, after)
         go(i + 1, taken, state)
 
-    go(0, 0, left)
+    go(0, 0, start)
     return best
 
 
-def _greedy(cands: list[PartitionInput], left: dict[CounterKey, Quantity]) -> int:
+def _greedy(cands: list[PartitionInput], state: _State) -> int:
     taken = 0
     for c in sorted(cands, key=lambda c: (len(c.debits), c.device.name)):
-        after = _fits(c, left)
+        after = _fits(c, state)
         if after is not None:
-            left, taken = after, taken + 1
+            state, taken = after, taken + 1
     return taken
 
 
 def _max_together(
-    cands: list[PartitionInput], remaining: Callable[[CounterKey], Quantity], exact_limit: int
+    cands: list[PartitionInput],
+    remaining: Callable[[CounterKey], Quantity],
+    exact_limit: int,
+    groups: Mapping[str, Intersection] | None = None,
 ) -> tuple[int, bool]:
     total, exact = 0, True
-    for comp in _components(cands):
-        left = {key: remaining(key) for c in comp for key, _ in c.debits}
+    for comp in _components(cands, groups is not None):
+        start: _State = ({key: remaining(key) for c in comp for key, _ in c.debits}, groups)
         if len(comp) <= exact_limit:
-            total += _exact(comp, left)
+            total += _exact(comp, start)
         else:
-            total += _greedy(comp, left)
+            total += _greedy(comp, start)
             exact = False
     return total, exact
 
@@ -168,8 +188,9 @@ def partitions(
         # Whatever a claim could still be given, in use by shares or not.
         free = [i for i in items if i.state in ("Available", "PartiallyAllocated")]
         allocatable, exact = 0, True
-        for handed, left in views:
-            n, e = _max_together([i for i in free if i.at in handed], left.__getitem__, exact_limit)
+        for handed, left, open_groups in views:
+            mine = [i for i in free if i.at in handed]
+            n, e = _max_together(mine, left.__getitem__, exact_limit, open_groups)
             if n > allocatable or (n == allocatable and not e):
                 allocatable, exact = n, e
         out.append(

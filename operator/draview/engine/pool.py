@@ -34,6 +34,7 @@ from draview.engine.aborts import (
     Aborts,
     abort_condition,
     aborted_partitions,
+    binding_view,
     settle,
 )
 from draview.engine.capacity import shared_capacity
@@ -54,6 +55,15 @@ from draview.engine.views import Outcome, Parser, View, build_views, bystander
 from draview.quantity import Format, Quantity, format_nanos
 
 _sort_key = attrgetter("sort_key")
+# Reasons for which the allocator never looks at a device copy (engine/verdict.py).
+_NEVER_LOOKED_AT = frozenset(
+    {
+        "StaleGeneration",
+        "Unreachable",
+        "PartitionableDevicesDisabled",
+        "CompatibilityGroupsDisabled",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -183,10 +193,13 @@ class _PoolComputation:
             self._tainted if rules or prepared.has_taints else None,
             self.composite.blocked,
             self._left_for,
+            prepared.rules,
         )
         # 1.34: invalid pools that nodes gather refuse devices of every pool.
         self.aborts = NO_ABORTS if prepared.rules.invalid_pool_is_node_local else aborts
-        settle(self.judgement.verdicts, self.judgement.offers, self.aborts)
+        last = prepared.rules.binding_pools_last
+        self.tiers = [int(last and binding_view(v, prepared.flat)) for v in prepared.views]
+        settle(self.judgement.verdicts, self.judgement.offers, self.tiers, self.aborts)
 
     def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
         # The view of almost every pool is its newest slices, already counted above
@@ -221,7 +234,7 @@ class _PoolComputation:
             state: DeviceState
             if verdict == "yes":
                 state = "PartiallyAllocated" if name in in_use else "Available"
-            elif reason in ("StaleGeneration", "Unreachable", "PartitionableDevicesDisabled"):
+            elif reason in _NEVER_LOOKED_AT:
                 # The allocator never looks at this copy of the device; an allocation
                 # naming it is still listed, but it belongs to the copy the allocator uses.
                 state = "Unavailable"
@@ -582,15 +595,17 @@ def _partitions(
     ]
     # The judgement keeps counters as nanos; the partition search works on quantities.
     views = [
-        (handed, {k: Quantity(n) for k, n in left.items()})
-        for handed, left in comp.judgement.free_by_view
+        (handed, {k: Quantity(n) for k, n in left.items()}, groups)
+        for handed, left, groups in comp.judgement.free_by_view
     ]
     parts = partitions(key[0], attrs, inputs, views, opts.exact_partition_limit)
     if comp.alloc.recheck_first:
         first_fit_per_slice(parts, key[0], inputs, comp.flat, comp.alloc.capacity)
     if comp.aborts:
         judged = comp.judgement
-        aborted_partitions(parts, key[0], inputs, judged.offers, judged.verdicts, comp.aborts)
+        aborted_partitions(
+            parts, key[0], inputs, judged.offers, comp.tiers, judged.verdicts, comp.aborts
+        )
     return parts
 
 

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Final
 
 from draview.api.claims import ResourceClaim
+from draview.api.slices import CounterConsumption
 from draview.engine.flatten import FlatSlice
 from draview.engine.profile import DEFAULT, Profile
 
@@ -48,6 +49,14 @@ class Rules:
     admin_access: bool = True
     prioritized_list: bool = True
     capacity_requests_refused: bool = False
+    binding_conditions: bool = True
+    binding_slices_last: bool = False
+    binding_pools_last: bool = True
+    fractional_capacity_range: bool = False
+    compatibility_groups: bool = False
+    compatibility_groups_skip_slices: bool = False
+    node_operations_checked: bool = False
+    optional_node_operations: bool = False
 
 
 # The rules docs/semantics.md describes (1.36 with every gate on); `differences` is
@@ -206,12 +215,63 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "ConsumableCapacity off in an implementation that supports it",
         "structured/internal/*/allocator_*.go: Allocate",
     ),
+    "binding_conditions": (
+        "a device with bindingConditions may be allocated (else it is never selectable)",
+        "Features.DeviceBindingAndStatus (gates DRADeviceBindingConditions and "
+        "DRAResourceClaimDeviceStatus; 1.34: DeviceBinding and DeviceStatus; default on from "
+        "1.36)",
+        "structured/internal/*/allocator_*.go: isSelectable",
+    ),
+    "binding_slices_last": (
+        "GatherPools adds a node's slices holding devices with bindingConditions after the "
+        "others, so one of those is met first only when nothing else is",
+        "the experimental allocator of 1.34 and 1.35",
+        "structured/internal/experimental/pools_experimental.go: GatherPools",
+    ),
+    "binding_pools_last": (
+        "pools holding devices with bindingConditions are searched after the others",
+        "1.36+, and 1.34's and 1.35's experimental allocator (not 1.35's incubating)",
+        "structured/internal/*/pools_*.go: GatherPools (resultWithBindingConditions)",
+    ),
+    "fractional_capacity_range": (
+        "a validRange whose bounds all have milli precision rounds requests in milli-units "
+        "(else in whole units, Quantity.Value() rounding up)",
+        "Features.FractionalCapacityRange (gate DRAFractionalCapacityRange, 1.37, default on)",
+        "structured/internal/*/consumable_capacity.go: roundUpRange, useMilli",
+    ),
+    "compatibility_groups": (
+        "devices drawing from one counter set at once must share a compatibility group "
+        "(devices that name none only go with others that name none)",
+        "Features.CompatibilityGroups (gate DRADeviceCompatibilityGroups, 1.37, alpha)",
+        "structured/internal/experimental/allocator_experimental.go: "
+        "checkAndConsumeCompatibilityGroups",
+    ),
+    "compatibility_groups_skip_slices": (
+        "slices whose devices name compatibility groups are skipped and do not count towards "
+        "resourceSliceCount (their pool looks incomplete)",
+        "1.37 without Features.CompatibilityGroups (until 1.36 the field does not exist "
+        "and is dropped)",
+        "structured/internal/*/pools_*.go: GatherPools, slicesWithoutCompatibilityGroups",
+    ),
+    "node_operations_checked": (
+        "a device of a slice with skipNodeOperations is refused unless the scheduler has "
+        "optional node operations and the node declares them (else the field is not read)",
+        "1.37's experimental allocator (the field exists from 1.37)",
+        "structured/internal/experimental/allocator_experimental.go: allocateDevice",
+    ),
+    "optional_node_operations": (
+        "such a device is allocatable on nodes whose status.declaredFeatures has "
+        "DRAOptionalNodeOperations",
+        "Features.OptionalNodeOperations (gate DRAOptionalNodeOperations, 1.37, alpha)",
+        "structured/internal/experimental/allocator_experimental.go: allocateDevice",
+    ),
 }
 
 
 @lru_cache(maxsize=32)
 def rules_for(profile: Profile) -> Rules:
     features = profile.features
+    experimental = profile.implementation == "experimental"
     return Rules(
         taints="DeviceTaints" in features,
         taint_rules=profile.gate(
@@ -243,6 +303,16 @@ def rules_for(profile: Profile) -> Rules:
         prioritized_list="PrioritizedList" in features,
         capacity_requests_refused="ConsumableCapacity" not in features
         and profile.supports("ConsumableCapacity"),
+        binding_conditions="DeviceBindingAndStatus" in features
+        or {"DeviceBinding", "DeviceStatus"} <= features,
+        binding_slices_last=experimental and profile.release in ("1.34", "1.35"),
+        binding_pools_last=profile.release not in ("1.34", "1.35") or experimental,
+        fractional_capacity_range="FractionalCapacityRange" in features,
+        compatibility_groups="CompatibilityGroups" in features,
+        compatibility_groups_skip_slices=profile.release == "1.37"
+        and "CompatibilityGroups" not in features,
+        node_operations_checked=profile.release == "1.37" and experimental,
+        optional_node_operations="OptionalNodeOperations" in features,
     )
 
 
@@ -300,24 +370,49 @@ DEFAULT_RULES: Final = rules_for(DEFAULT)
 
 def project(fs: FlatSlice, rules: Rules) -> FlatSlice:
     """The slice as the profile's allocator reads it: without taints when they do not
-    block, every device exclusive when sharing is off. A profile with every rule on (the
-    common case) gets the slice itself back, so no memory is spent."""
+    block, every device exclusive when sharing is off, without compatibility groups where
+    the release does not know them. A profile with every rule on (the common case) gets
+    the slice itself back, so no memory is spent."""
     drop_taints = not rules.taints and any(d.taints for d in fs.devices)
     drop_sharing = not rules.shareable and any(d.allow_multiple_allocations for d in fs.devices)
-    ignored = not rules.partitionable and bool(
+    groups = _uses_groups(fs)
+    drop_groups = groups and not (
+        rules.compatibility_groups or rules.compatibility_groups_skip_slices
+    )
+    ignored: str | None = None
+    if not rules.partitionable and bool(
         (fs.counter_sets and rules.unpartitioned_skips_counter_slices)
         or fs.slice.per_device_node_selection
-    )
-    if not (drop_taints or drop_sharing or ignored):
+    ):
+        ignored = "PartitionableDevicesDisabled"
+    elif groups and rules.compatibility_groups_skip_slices:
+        ignored = "CompatibilityGroupsDisabled"
+    if not (drop_taints or drop_sharing or drop_groups or ignored):
         return fs
     devices = fs.devices
-    if drop_taints or drop_sharing:
+    if drop_taints or drop_sharing or drop_groups:
         devices = tuple(
             replace(
                 d,
                 taints=() if drop_taints else d.taints,
                 allow_multiple_allocations=d.allow_multiple_allocations and not drop_sharing,
+                consumes_counters=_without_groups(d.consumes_counters)
+                if drop_groups
+                else d.consumes_counters,
             )
             for d in fs.devices
         )
-    return FlatSlice(fs.slice, devices, fs.counter_sets, fs.errors, ignored)
+    # Slices skipped for their compatibility groups are filtered out of the count too.
+    uncounted = ignored == "CompatibilityGroupsDisabled"
+    return FlatSlice(fs.slice, devices, fs.counter_sets, fs.errors, ignored, uncounted)
+
+
+def _uses_groups(fs: FlatSlice) -> bool:
+    return any(c.compatibility_groups for d in fs.devices for c in d.consumes_counters)
+
+
+def _without_groups(consumes: tuple[CounterConsumption, ...]) -> tuple[CounterConsumption, ...]:
+    """Until 1.36 the API has no compatibilityGroups: the server and the allocator drop it."""
+    if not any(c.compatibility_groups for c in consumes):
+        return consumes
+    return tuple(c.model_copy(update={"compatibility_groups": ()}) for c in consumes)

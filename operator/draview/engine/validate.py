@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from draview.api.slices import Device
+from draview.engine.compat import Uses, declares_groups, uses_of
 from draview.engine.flatten import FlatSlice
 from draview.quantity import Quantity, QuantityError, parse_quantity
 
@@ -46,6 +47,9 @@ class ParsedPool:
     # 1.34 (rules.counters_per_pool off): counter sets are a slice's own, named
     # "slice/set", and a device answers only to its own slice's counters.
     per_slice: bool = False
+    # Every device instance that consumes counters, with the compatibility groups of each
+    # consumption (engine/compat.py); empty unless some device of the pool names a group.
+    group_uses: list[tuple[str, Uses]] = field(default_factory=list)
 
     def has_policy(self, dev: Device) -> bool:
         found = self.policy_cache.get(id(dev.capacity))
@@ -106,6 +110,10 @@ def parse_pool(
             debits = parser.debits(dev)
             if debits:
                 p.counted.append((dev.name, debits))
+    mine = counter_slices if device_slices is None else device_slices
+    devices = [d for fs in (*mine, *other_slices) for d in fs.devices if d.consumes_counters]
+    if declares_groups(d.consumes_counters for d in devices):
+        p.group_uses = [(d.name, uses_of(d.consumes_counters)) for d in devices]
     return p
 
 

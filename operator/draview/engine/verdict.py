@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from draview.api.slices import Device
 from draview.engine.capacity import capacity_fits, probe_requests, request_fits
+from draview.engine.compat import Intersection, admit, baseline, uses_of
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import AllocRef
+from draview.engine.rules import REFERENCE, Rules
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.views import View, first_choices
 from draview.quantity import Quantity, try_parse_quantity
@@ -34,9 +36,15 @@ RANKS = {
     "CountersChargedPerShare": 8,
     "CapacitySourceInUse": 9,
     "UnsupportedNodeSelector": 10,
+    "CompatibilityGroupConflict": 10,
+    "NodeLacksOptionalNodeOperations": 10,
+    "BindingConditionsDisabled": 11,
+    "OptionalNodeOperationsDisabled": 11,
+    "CompatibilityGroupsDisabled": 11,
     "PartitionableDevicesDisabled": 11,
 }
 Verdict = tuple[str, str | None]
+FreeView = tuple[set[tuple[int, int]], Mapping[CounterKey, int], Mapping[str, Intersection] | None]
 _YES: Verdict = ("yes", None)
 _KIND_REASON = {
     "obsolete": "StaleGeneration",
@@ -121,6 +129,16 @@ def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey,
     return left
 
 
+def groups_in_use(
+    parsed: ParsedPool, state: AllocatedState, rules: Rules
+) -> dict[str, Intersection] | None:
+    """The compatibility groups the allocated devices leave open, per counter set; None
+    where nothing is checked (the feature off, or no device of the view names a group)."""
+    if not (rules.compatibility_groups and parsed.group_uses):
+        return None
+    return baseline(parsed.group_uses, state.used)
+
+
 @dataclass(slots=True)
 class ViewCheck:
     """One ok outcome of a view with its counters left, ready to judge devices."""
@@ -128,6 +146,7 @@ class ViewCheck:
     parsed: ParsedPool
     left: Mapping[CounterKey, int]  # nanos: compared per device on every claim change
     overcommitted: bool
+    groups: Mapping[str, Intersection] | None = None  # see groups_in_use
 
     def refusals(
         self,
@@ -135,6 +154,7 @@ class ViewCheck:
         tainted: Sequence[bool] | None,
         state: AllocatedState,
         composite_blocked: Callable[[Device], bool],
+        rules: Rules = REFERENCE,
     ) -> list[str | None]:
         """Why this view refuses each device (None: it would hand it out). One loop, every
         lookup hoisted (debits too: `ParsedPool.needs`): it runs on every claim change."""
@@ -142,13 +162,18 @@ class ViewCheck:
         debited, left, overcommitted = state.debited, self.left, self.overcommitted
         summed, consumption = self.parsed.needs_summed, self.parsed.consumption
         policies, has_policy = self.parsed.policy_cache, self.parsed.has_policy
-        partitionable = self.parsed.partitionable
+        partitionable, groups = self.parsed.partitionable, self.groups
+        unbound, fractional = not rules.binding_conditions, rules.fractional_capacity_range
         out: list[str | None] = []
         append = out.append
         for k, dev in enumerate(devs):
             name = dev.name
             if name in dedicated:
                 append("InUse")
+                continue
+            if unbound and dev.binding is not None and dev.binding.conditions:
+                # isSelectable: never a candidate while the scheduler cannot bind it.
+                append("BindingConditionsDisabled")
                 continue
             multi = dev.allow_multiple_allocations
             if dev.capacity:
@@ -158,7 +183,7 @@ class ViewCheck:
                 if not check:
                     known = policies.get(id(dev.capacity))
                     check = has_policy(dev) if known is None else known
-                if check and not capacity_fits(dev, used):
+                if check and not capacity_fits(dev, used, fractional):
                     append("InsufficientCapacity")
                     continue
             if tainted is not None and tainted[k]:
@@ -169,6 +194,9 @@ class ViewCheck:
                 continue
             # A share of a device already debited skips the check (AllocatedState.debited).
             if dev.consumes_counters and not (multi and name in debited):
+                if groups is not None and admit(groups, uses_of(dev.consumes_counters)) is None:
+                    append("CompatibilityGroupConflict")
+                    continue
                 short = False
                 for key, q in summed.get(name) or consumption.get(name) or ():
                     have = left.get(key)
@@ -197,13 +225,13 @@ class Judgement:
     view hands out are absent (see `verdict`)."""
 
     verdicts: dict[tuple[int, int], Verdict]
-    # Per view that can hand out devices: the devices it would hand out and the counters
-    # it has left, for the partition figures.
-    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]]  # nanos
+    # Per view that can hand out devices: the devices it would hand out, the counters it
+    # has left (nanos) and the compatibility groups open, for the partition figures.
+    free_by_view: list[FreeView]
     # Slices that reach some node but are older than what that node's view uses.
     stale: set[int]
-    # Slices the profile's GatherPools skips (FlatSlice.ignored).
-    ignored: frozenset[int] = frozenset()
+    # Slices the profile's GatherPools skips, with why (FlatSlice.ignored).
+    ignored: Mapping[int, str] = field(default_factory=dict)
     # Per view: its nodes and the devices it would hand out (engine/aborts.py).
     offers: list[tuple[tuple[str | None, ...], set[tuple[int, int]]]] = field(default_factory=list)
 
@@ -211,8 +239,9 @@ class Judgement:
         found = self.verdicts.get(at)
         if found is not None:
             return found
-        if at[0] in self.ignored:
-            return ("no", "PartitionableDevicesDisabled")
+        skipped = self.ignored.get(at[0])
+        if skipped is not None:
+            return ("no", skipped)
         return ("no", "StaleGeneration" if at[0] in self.stale else "Unreachable")
 
 
@@ -223,24 +252,30 @@ def judge(
     tainted: Callable[[int, int], bool] | None,
     composite_blocked: Callable[[Device], bool],
     left_for: Callable[[ParsedPool], Mapping[CounterKey, int]],
+    rules: Rules = REFERENCE,
 ) -> Judgement:
     """`tainted` None: nothing in the pool can be tainted. `left_for` gives the counters
-    left under one parse of the pool (the caller may already have them)."""
+    left under one parse of the pool (the caller may already have them). `rules`: the
+    profile's (engine/rules.py)."""
     views = tuple(views)
     # Where slices disagree on resourceSliceCount, each view's answer depends on the list
     # order, and two views' answers on the same order: keep every view's per-count
     # answers and settle each device over the orders that can happen (_settle).
-    run = _Judging(flat, state, tainted, composite_blocked, any(len(v.outcomes) > 1 for v in views))
+    ambiguous = any(len(v.outcomes) > 1 for v in views)
+    run = _Judging(flat, state, tainted, composite_blocked, ambiguous, rules)
     for vi, view in enumerate(views):
-        run.view(vi, view, _checks(view, left_for))
+        run.view(vi, view, _checks(view, left_for, state, rules))
     if run.per_count:
         _settle(run.best, run.per_count, first_choices([v.first for v in views]))
-    ignored = frozenset(i for i, fs in enumerate(flat) if fs.ignored)
+    ignored = {i: fs.ignored for i, fs in enumerate(flat) if fs.ignored}
     return Judgement(run.best, run.free_by_view, run.stale, ignored, run.offers)
 
 
 def _checks(
-    view: View, left_for: Callable[[ParsedPool], Mapping[CounterKey, int]]
+    view: View,
+    left_for: Callable[[ParsedPool], Mapping[CounterKey, int]],
+    state: AllocatedState,
+    rules: Rules,
 ) -> list[ViewCheck | str]:
     """One check per count the view may trust: a ViewCheck, or the reason it refuses all."""
     checks: list[ViewCheck | str] = []
@@ -250,7 +285,7 @@ def _checks(
             # Per slice (1.34) an overdrawn counter refuses only its slice's devices,
             # which their zero debits on it already say.
             over = not o.parsed.per_slice and any(n < 0 for n in left.values())
-            checks.append(ViewCheck(o.parsed, left, over))
+            checks.append(ViewCheck(o.parsed, left, over, groups_in_use(o.parsed, state, rules)))
         else:
             checks.append(_KIND_REASON[o.kind])
     return checks
@@ -265,10 +300,9 @@ class _Judging:
     tainted: Callable[[int, int], bool] | None
     blocked: Callable[[Device], bool]
     ambiguous: bool
+    rules: Rules
     best: dict[tuple[int, int], Verdict] = field(default_factory=dict)
-    free_by_view: list[tuple[set[tuple[int, int]], Mapping[CounterKey, int]]] = field(
-        default_factory=list
-    )
+    free_by_view: list[FreeView] = field(default_factory=list)
     stale: set[int] = field(default_factory=set)
     per_count: dict[tuple[int, int], list[tuple[int, list[str | None]]]] = field(
         default_factory=dict
@@ -283,7 +317,7 @@ class _Judging:
         by_check: list[list[str | None]] = [
             [c] * len(targets)
             if isinstance(c, str)
-            else c.refusals(devs, taints, self.state, self.blocked)
+            else c.refusals(devs, taints, self.state, self.blocked, self.rules)
             for c in checks
         ]
         if self.state.recheck_first:
@@ -291,6 +325,8 @@ class _Judging:
                 for k, at in enumerate(targets):
                     if reasons[k] is None and not _rechecks_first(self.flat, at, self.state):
                         reasons[k] = "InsufficientCapacity"
+        if self.rules.node_operations_checked:
+            self._node_operations(view, targets, by_check)
         unsupported, best, per_count = view.unsupported, self.best, self.per_count
         free: set[tuple[int, int]] = set()
         fresh = not best  # the first view: nothing to compare with
@@ -317,7 +353,39 @@ class _Judging:
         self.offers.append((view.nodes, free))
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
-            self.free_by_view.append((free, first_ok.left))
+            self.free_by_view.append((free, first_ok.left, first_ok.groups))
+
+    def _node_operations(
+        self, view: View, targets: Sequence[tuple[int, int]], by_check: list[list[str | None]]
+    ) -> None:
+        """1.37's experimental allocateDevice refuses a device of a slice with
+        skipNodeOperations right after the in-use checks, unless the scheduler has optional
+        node operations and the node declares them."""
+        if self.rules.optional_node_operations:
+            if not view.lacks_node_operations:
+                return
+            reason = "NodeLacksOptionalNodeOperations"
+        else:
+            reason = "OptionalNodeOperationsDisabled"
+        flat = self.flat
+        for k, at in enumerate(targets):
+            if flat[at[0]].slice.skip_node_operations:
+                for reasons in by_check:
+                    if reasons[k] not in _DECIDED_EARLIER:
+                        reasons[k] = reason
+
+
+# Refusals the allocator reaches before allocateDevice's node-operations check.
+_DECIDED_EARLIER = frozenset(
+    {
+        "InUse",
+        "InsufficientCapacity",
+        "BindingConditionsDisabled",
+        "PoolIncomplete",
+        "PoolInvalid",
+        "StaleGeneration",
+    }
+)
 
 
 def _rechecks_first(flat: Sequence[FlatSlice], at: tuple[int, int], state: AllocatedState) -> bool:

@@ -35,6 +35,11 @@ class Candidate:
     name: str | None
     labels: Mapping[str, str] = field(default_factory=dict)
     members: tuple[str, ...] = ()  # the nodes it stands for, when more than itself
+    declared: frozenset[str] | None = None  # status.declaredFeatures; None: not known
+
+    def lacks(self, feature: str) -> bool:
+        """Known not to declare `feature` (a node whose status is unknown is taken to)."""
+        return self.declared is not None and feature not in self.declared
 
 
 def matches(
@@ -44,6 +49,9 @@ def matches(
 
 
 OutcomeKind = Literal["ok", "invalid", "incomplete", "obsolete"]
+# The feature a node declares (status.declaredFeatures) when its kubelet can do without
+# the node operations a slice's skipNodeOperations names.
+NODE_OPERATIONS = "DRAOptionalNodeOperations"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +82,9 @@ class View:
     # The slices GatherPools may meet first for these nodes, each with the index of the
     # outcome its count leads to: which one it meets depends on the list order.
     first: tuple[tuple[int, int], ...] = ()
+    # These nodes do not declare DRAOptionalNodeOperations: the devices of slices with
+    # skipNodeOperations are refused here (rules.optional_node_operations).
+    lacks_node_operations: bool = False
 
 
 def _has_fields(fs: FlatSlice) -> bool:
@@ -118,7 +129,13 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
         if isinstance(nodes, NodeGroups)
         else {n.name: n.labels for n in nodes or ()}
     )
-    out = [Candidate(n, known.get(n, {})) for n in sorted(named)]
+    declared = {n.name: n.declared for n in nodes or () if n.declared is not None}
+    # A named node the given Node objects lack has no status: it declares nothing. The
+    # operator reads metadata only (NodeGroups), and assumed nodes are not known at all.
+    unknown: frozenset[str] | None = (
+        None if nodes is None or isinstance(nodes, (AssumedNodes, NodeGroups)) else frozenset()
+    )
+    out = [Candidate(n, known.get(n, {}), (), declared.get(n, unknown)) for n in sorted(named)]
     if selects:
         if nodes is not None:
             out.extend(_unnamed(nodes, named))
@@ -132,11 +149,11 @@ def _unnamed(nodes: Sequence[NodeInfo], named: set[str]) -> Iterator[Candidate]:
     for n in nodes:
         if not n.members:
             if n.name not in named:
-                yield Candidate(n.name, n.labels)
+                yield Candidate(n.name, n.labels, (), n.declared)
             continue
         members = tuple(m for m in n.members if m not in named) if named else n.members
         if members:
-            yield Candidate(members[0], n.labels, members if len(members) > 1 else ())
+            yield Candidate(members[0], n.labels, members if len(members) > 1 else (), n.declared)
 
 
 class Parser:
@@ -158,6 +175,8 @@ class Parser:
         self.check_pool = rules.check_slices_in_pool
         self.refuse_incomplete = rules.incomplete_pools_refused
         self.per_slice = not rules.counters_per_pool
+        self.binding_last = rules.binding_slices_last
+        self.node_operations = rules.node_operations_checked and rules.optional_node_operations
         self.done: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ParsedPool] = {}
         self.names_done: dict[tuple[int, ...], ParsedPool] = {}
 
@@ -225,7 +244,8 @@ def _outcome(
         gens = [fs.slice.pool.generation for fs in flat]
         if any(g > generation for g in gens):
             return Outcome("obsolete")
-        at_gen = [i for i, g in enumerate(gens) if g == generation]
+        # Slices skipped for compatibility groups are filtered out of this count too.
+        at_gen = [i for i, g in enumerate(gens) if g == generation and not flat[i].uncounted]
         if len(at_gen) != count:
             return Outcome("incomplete")
         taken = set(view)
@@ -244,17 +264,22 @@ def _view(
     generation = max(flat[i].slice.pool.generation for i in rel)
     view = [i for i in rel if flat[i].slice.pool.generation == generation]
     stale = tuple(i for i in rel if flat[i].slice.pool.generation != generation)
-    # From 1.36 the scheduler hands GatherPools the node's own slices (by nodeName)
-    # first; until 1.37 slices with counter sets were among the shared ones whatever
-    # their nodeName. Before 1.36 the list order alone decides (rules.node_slices_first).
-    local = [
+    # The slices GatherPools may meet first (empty: any of the view). From 1.36 the
+    # scheduler hands it the node's own slices (by nodeName) first; until 1.37 slices with
+    # counter sets were among the shared ones whatever their nodeName. Before 1.36 the
+    # list order alone decides (rules.node_slices_first), except that 1.34's and 1.35's
+    # experimental GatherPools add slices with binding conditions last.
+    leading = [
         i
         for i in view
         if parse.local_first
         and flat[i].slice.node_name
         and not (flat[i].counter_sets and parse.everywhere)
     ]
-    counts = sorted({flat[i].slice.pool.resource_slice_count for i in (local or view)})
+    if parse.binding_last and not leading:
+        plain = [i for i in view if not any(d.binding_conditions for d in flat[i].devices)]
+        leading = plain if len(plain) < len(view) else []
+    counts = sorted({flat[i].slice.pool.resource_slice_count for i in (leading or view)})
     targets: list[tuple[int, int]] = []
     for i in view:
         fs = flat[i]
@@ -264,12 +289,16 @@ def _view(
         targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
     outcomes = tuple(_outcome(flat, view, generation, c, parse) for c in counts)
     unsupported = frozenset(at for at in targets if _multi_term(flat[at[0]], at[1]))
-    first = tuple((i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in local or view)
+    first = tuple(
+        (i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in leading or view
+    )
     return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported, first)
 
 
 def _multi_term(fs: FlatSlice, j: int) -> bool:
     s = fs.slice
+    if fs.devices[j].binds_to_node:
+        return False  # createNodeSelector writes the node's name for it, like a nodeName
     if s.per_device_node_selection and not _has_fields(fs):
         dev = fs.devices[j]
         name, selector = dev.node_name, dev.node_selector
@@ -282,8 +311,10 @@ def build_views(
     flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None, parse: Parser | None = None
 ) -> list[View]:
     """One view per distinct set of slices (and per-device matches) that reaches a node."""
-    groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]]], list[str | None]] = {}
+    groups: dict[tuple[tuple[int, ...], frozenset[tuple[int, int]], bool], list[str | None]] = {}
     parse = parse or Parser(flat)
+    # Nodes tell apart by their declared features only where a slice needs them.
+    skips = parse.node_operations and any(fs.slice.skip_node_operations for fs in flat)
     for cand in candidates(flat, nodes):
         rel = tuple(i for i, fs in enumerate(flat) if relevant(fs, cand, parse.everywhere))
         if not rel:
@@ -297,8 +328,14 @@ def build_views(
             for j, d in enumerate(flat[i].devices)
             if matches(d.node_name, d.all_nodes, d.node_selector, cand)
         )
-        groups.setdefault((rel, reach), []).extend(cand.members or (cand.name,))
-    return [_view(flat, rel, reach, names, parse) for (rel, reach), names in groups.items()]
+        lacks = skips and cand.lacks(NODE_OPERATIONS)
+        groups.setdefault((rel, reach, lacks), []).extend(cand.members or (cand.name,))
+    return [
+        replace(_view(flat, rel, reach, names, parse), lacks_node_operations=lacks)
+        if lacks
+        else _view(flat, rel, reach, names, parse)
+        for (rel, reach, lacks), names in groups.items()
+    ]
 
 
 def bystander(

@@ -49,11 +49,17 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
         ]
 
     results = judged(NO_ABORTS)
-    if rules_for((options or EngineOptions()).profile).invalid_pool_is_node_local:
+    rules = rules_for((options or EngineOptions()).profile)
+    if rules.invalid_pool_is_node_local:
         return results
     # 1.34: a pool's devices depend on the invalid pools of every other (aborts.py).
     aborts = find_aborts(
-        (r.key, r.prepared.views, r.errors.allocator) for r in results if r.prepared
+        (
+            (r.key, r.prepared.views, r.prepared.flat, r.errors.allocator)
+            for r in results
+            if r.prepared
+        ),
+        rules.binding_pools_last,
     )
     return judged(aborts, results) if aborts else results
 

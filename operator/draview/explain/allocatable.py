@@ -94,7 +94,8 @@ def _once(
     for node in nodes:
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
-        found = q.node(node_pools(node, q.index, q.rules, which))
+        pools = node_pools(node, q.index, q.rules, which, q.profile_rules.binding_pools_last)
+        found = q.node(pools)
         if "error" in found:
             if len(found) == 1:  # whatever the other nodes do
                 return {ABORTS: f"the scheduler aborts: {found['error']}"}, []

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from draview.api.claims import Toleration
 from draview.api.names import local_name
 from draview.api.slices import Device, Taint
-from draview.engine.capacity import consumed, violates_policy
+from draview.engine.capacity import CapacityError, consumed, violates_policy
 from draview.engine.taints import BLOCKING_EFFECTS
 from draview.quantity import try_parse_quantity
 
@@ -38,11 +38,13 @@ def capacity_problem(
     driver: str,
     requests: Mapping[str, str],
     available: Mapping[str, str] | None,
+    fractional: bool = False,
 ) -> str | None:
     """Why the device cannot serve these capacity requests, or None when it can.
 
     `available` is the shareable device's capacity left (None for a whole device, which
-    must simply have at least the requested amount)."""
+    must simply have at least the requested amount); `fractional`: the profile works
+    ranges in milli-units (rules.fractional_capacity_range)."""
     caps = {local_name(k, driver): v for k, v in dev.capacity.items()}
     for name, text in sorted(requests.items()):
         want = try_parse_quantity(text)
@@ -59,8 +61,11 @@ def capacity_problem(
                 return f"capacity {name} is {total}, request is {want}"
             continue
         # What one share takes under the requestPolicy, as the allocator rounds it.
-        amount = consumed(want, cap)
-        if amount is None or violates_policy(amount, cap):
+        try:
+            amount = consumed(want, cap, fractional)
+        except CapacityError as exc:
+            return f"capacity {name}: {exc}; the scheduler aborts the claim"
+        if amount is None or violates_policy(amount, cap, fractional):
             return f"capacity {name}: requestPolicy allows no amount covering {want}"
         left = try_parse_quantity(available.get(local_name(name, driver), cap.value)) or total
         if amount > left:

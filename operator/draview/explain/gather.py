@@ -1,7 +1,8 @@
 """The pools one node's allocator sees (GatherPools), built from the engine's node views.
 
 The search (explain/search.py) walks these exactly as the allocator does: pools sorted by
-driver and pool, a pool's device slices sorted by name, devices in slice order.
+driver and pool (those holding devices with binding conditions last, where the profile's
+GatherPools puts them last), a pool's device slices sorted by name, devices in slice order.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from draview.api.slices import Device, Taint
 from draview.api.taints import DeviceTaintRule
+from draview.engine.aborts import binding_view
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
@@ -30,7 +32,10 @@ class SearchDevice:
     taints: tuple[Taint, ...]
     debits: tuple[tuple[CounterKey, Quantity], ...]
     unsupported_selector: bool  # several node-selector terms: the result cannot be written
-    node_local: bool  # a nodeName decides where it is: no node selector is written at all
+    # A nodeName (or bindsToNode) decides where it is: the result names the node alone.
+    node_local: bool
+    # Its slice has skipNodeOperations and the node or the scheduler cannot do without.
+    node_operations_refused: bool = False
 
     @property
     def id(self) -> tuple[str, str, str]:
@@ -50,6 +55,7 @@ class NodePool:
     slices: list[list[SearchDevice]] = field(default_factory=list)
     parsed: ParsedPool | None = None  # the view's counter sets and counted devices
     allocated: AllocatedState = field(default_factory=AllocatedState)
+    binding: bool = False  # some device of its slices has binding conditions
     # Which of `slices` the list may hold first, where the count it trusts depends on
     # that (None: any); only the walk of a list-ordered pool (1.34, 1.35) cares.
     firsts: frozenset[int] | None = None
@@ -113,6 +119,8 @@ def _pool(
         return out
     if o.kind == "invalid":
         out.invalid = True
+        # 1.34 meets it in its walk, after the others when it holds binding conditions.
+        out.binding = view is not None and binding_view(view, prepared.flat)
         return out
     out.parsed = o.parsed
     # 1.34 walks a pool that looks incomplete like any other; allocationMode All fails.
@@ -121,6 +129,10 @@ def _pool(
         return out
     targets = set(view.targets)
     flat = prepared.flat
+    profile_rules = prepared.rules
+    refuse_skips = profile_rules.node_operations_checked and (
+        view.lacks_node_operations or not profile_rules.optional_node_operations
+    )
     # Every device of the view's device slices is walked, per-device node selection
     # checked after the selectors as isSelectable does (a relevant per-device slice
     # always has some device among the targets).
@@ -144,10 +156,12 @@ def _pool(
                     tuple(effective_taints(driver, name, dev, rules)),
                     tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
                     (i, j) in view.unsupported,
-                    bool(dev.node_name if per_device else fs.slice.node_name),
+                    bool(dev.node_name if per_device else fs.slice.node_name) or dev.binds_to_node,
+                    refuse_skips and bool(s.skip_node_operations),
                 )
             )
         out.slices.append(devices)
+        out.binding = out.binding or any(dev.binding_conditions for dev in fs.devices)
     if len(outcomes) > 1:
         picked = min(which, len(outcomes) - 1)
         leading = {i for i, k in view.first if k == picked}
@@ -178,10 +192,12 @@ def node_pools(
     index: GatherIndex,
     rules: Sequence[DeviceTaintRule],
     which: Mapping[tuple[str, str], Assignment] | None = None,
+    binding_last: bool = True,
 ) -> list[NodePool]:
     """The pools `node` sees, sorted like the allocator sorts them. `which` gives, for a
     pool whose slices disagree on resourceSliceCount, the outcome each of its views gets
-    (see `ambiguous`); the first outcome otherwise."""
+    (see `ambiguous`); the first outcome otherwise. `binding_last`:
+    rules.binding_pools_last."""
     out: list[NodePool] = []
     seen: set[tuple[str, str]] = set()
     chosen = which or {}
@@ -198,5 +214,5 @@ def node_pools(
             pool = _pool(r, None, pick, rules)
             if pool is not None:
                 out.append(pool)
-    out.sort(key=lambda p: (p.driver, p.pool))
+    out.sort(key=lambda p: (binding_last and p.binding, p.driver, p.pool))
     return out

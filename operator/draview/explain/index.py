@@ -43,6 +43,8 @@ class IndexedDevice:
 class DeviceIndex:
     devices: list[IndexedDevice] = field(default_factory=list)
     remaining: dict[tuple[str, str, CounterKey], Quantity] = field(default_factory=dict)
+    # The profile works capacity ranges in milli-units (rules.fractional_capacity_range).
+    fractional: bool = False
 
     @classmethod
     def build(
@@ -65,6 +67,7 @@ class DeviceIndex:
             prepared = result.prepared
             if prepared is not None:
                 flat, parsed = prepared.current, prepared.parsed
+                index.fractional = prepared.rules.fractional_capacity_range
             else:
                 flat = [flatten_slice(s) for s in result.pool.current]
                 parsed = parse_pool(flat)

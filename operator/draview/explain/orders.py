@@ -52,6 +52,10 @@ class Relevance:
     # Per pool, the slices the walk may meet first: the list's first slice of the pool
     # also decides the count it trusts (NodePool.firsts).
     first: dict[int, frozenset[int]] = field(default_factory=dict)
+    # Pools, and slices of a pool, that GatherPools puts after the others: those holding
+    # devices with binding conditions (rules.binding_pools_last, binding_slices_last).
+    later_pools: set[int] = field(default_factory=set)
+    later_slices: set[tuple[int, int]] = field(default_factory=set)
     # Something that can make the order matter: a runtime error, an invalid pool (1.34),
     # counters, a node selector the result cannot carry, 1.34's capacity re-check.
     hazard: bool = False
@@ -85,6 +89,8 @@ class Chooser:
         while True:
             if i == len(self.pool_order):
                 rest = [p for p in self.relevance.pools if p not in self.pool_order]
+                later = self.relevance.later_pools
+                rest = [p for p in rest if p not in later] or rest
                 if not rest:
                     return
                 self.pool_order.append(self._choose(rest))
@@ -98,8 +104,11 @@ class Chooser:
         while True:
             if i == len(order):
                 rest = [s for s in wanted if s not in order]
+                later = self.relevance.later_slices
+                rest = [s for s in rest if (pool, s) not in later] or rest
                 if not order and pool in self.relevance.first:
-                    rest = [s for s in rest if s in self.relevance.first[pool]]
+                    leading = self.relevance.first[pool]
+                    rest = [s for s in rest if s in leading] or rest
                 if not rest:
                     return
                 order.append(self._choose(rest))
@@ -230,8 +239,12 @@ def relevance(
                     out.hazard = True
             if hit:
                 out.slices.setdefault(pi, []).append(sj)
+                if rules.binding_slices_last and any(d.device.binding_conditions for d in devices):
+                    out.later_slices.add((pi, sj))
         if pi in out.slices:
             out.pools.append(pi)
+            if rules.binding_pools_last and pool.binding:
+                out.later_pools.add(pi)
             if pool.firsts is not None and pool.firsts <= set(out.slices[pi]):
                 # The list's first slice of the pool holds something the walk meets.
                 out.first[pi] = pool.firsts

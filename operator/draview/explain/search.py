@@ -19,9 +19,11 @@ from functools import partial
 from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
+from draview.api.slices import Device
 from draview.api.taints import DeviceClass
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
-from draview.engine.capacity import request_fits, taken
+from draview.engine.capacity import CapacityError, request_fits, taken
+from draview.engine.compat import Intersection, admit, baseline, uses_of
 from draview.engine.rules import DEFAULT_RULES, Rules
 from draview.engine.validate import CounterKey
 from draview.engine.verdict import counters_left
@@ -199,6 +201,8 @@ class NodeSearch:
         self.shares: dict[tuple[str, str, str], int] = {}
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
         self.counters = _Counters(self.rules.counters_by_pool_id)
+        # Compatibility groups open per pool and counter set (engine/compat.py).
+        self.groups: dict[tuple[str, str], dict[str, Intersection]] = {}
         self.results: list[SearchDevice] = []
         self.constraints = [_constraint(c, rules) for c in claim.constraints]
 
@@ -266,7 +270,7 @@ class NodeSearch:
                     if self.rules.all_mode_static_capacity
                     else pool.allocated.capacity.get(d.device.name)
                 )
-                if request_fits(d.device, data.capacities, used):
+                if self._request_fits(d.device, data.capacities, used, None):
                     data.all_devices.append((d, pool))
             data.num = len(data.all_devices)
         else:
@@ -370,14 +374,29 @@ class NodeSearch:
         if not self._selectable((ri, si), data, d):
             return False
         used = pool.allocated.capacity.get(d.device.name)
-        return bool(
-            request_fits(d.device, data.capacities, used, self.allocating_capacity.get(d.id))
-        )
+        allocating = self.allocating_capacity.get(d.id)
+        return bool(self._request_fits(d.device, data.capacities, used, allocating))
+
+    def _request_fits(
+        self,
+        dev: Device,
+        requests: Mapping[str, Quantity] | None,
+        used: Mapping[str, Quantity] | None,
+        allocating: Mapping[str, Quantity] | None,
+    ) -> bool | None:
+        try:
+            return request_fits(
+                dev, requests, used, allocating, self.rules.fractional_capacity_range
+            )
+        except CapacityError as exc:
+            raise SearchError(f"capacity request on {dev.name}: {exc}") from exc
 
     def _in_use(self, d: SearchDevice, pool: NodePool) -> bool:
         return d.device.name in pool.allocated.dedicated or d.id in self.allocating
 
     def _selectable(self, key: tuple[int, int], data: _Request, d: SearchDevice) -> bool:
+        if d.device.binding_conditions and not self.rules.binding_conditions:
+            return False  # before any selector runs: no CEL error can come of it
         cached = self.matches.get((d.id, key))
         if cached is not None:
             return cached
@@ -407,10 +426,17 @@ class NodeSearch:
             return None
         if not admin and self._in_use(d, pool):
             return None
-        reserved = self._take_counters(d, pool, multi)
-        if reserved is None:
+        if d.node_operations_refused:
             return None
-        undo: list[Callable[[], None]] = []
+        skip = self._skips_counters(d, pool, multi)
+        restore_groups = self._take_groups(d, pool, skip)
+        if restore_groups is None:
+            return None
+        reserved = self._take_counters(d, pool, skip)
+        if reserved is None:
+            restore_groups()
+            return None
+        undo: list[Callable[[], None]] = [restore_groups]
         # Until 1.35 a refusal after the counter check keeps the counters reserved, and
         # so does giving back a share (rules.refusals_release_counters).
         releases = self.rules.refusals_release_counters
@@ -447,7 +473,7 @@ class NodeSearch:
             # allocated, in the constraints and in the counters.
             return None
         if multi:
-            share = taken(dev, data.capacities)
+            share = taken(dev, data.capacities, self.rules.fractional_capacity_range)
             self._add_share(d, share, +1)
             undo.append(lambda: self._add_share(d, share, -1))
         self.results.append(d)
@@ -469,19 +495,43 @@ class NodeSearch:
             target = mates[slot]
         used = pool.allocated.capacity.get(target.device.name)
         allocating = self.allocating_capacity.get(target.id)
-        return request_fits(target.device, data.capacities, used, allocating) is True
+        return self._request_fits(target.device, data.capacities, used, allocating) is True
 
-    def _take_counters(self, d: SearchDevice, pool: NodePool, multi: bool) -> bool | None:
+    def _skips_counters(self, d: SearchDevice, pool: NodePool, multi: bool) -> bool:
+        """skipCounterCheck: a share of a device whose counters are already debited (but
+        for 1.34: rules.shares_skip_counter_check)."""
+        in_use = self.rules.shares_skip_counter_check and (
+            d.device.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
+        )
+        return multi and in_use
+
+    def _take_groups(
+        self, d: SearchDevice, pool: NodePool, skip: bool
+    ) -> Callable[[], None] | None:
+        """checkAndConsumeCompatibilityGroups: None when the device's groups do not fit
+        those of the devices on its counter sets, else how to restore them."""
+        uses = pool.parsed.group_uses if pool.parsed is not None else None
+        if not (self.rules.compatibility_groups and uses) or skip:
+            return _nothing
+        if not d.device.consumes_counters:
+            return _nothing
+        key = (pool.driver, pool.pool)
+        before = self.groups.get(key)
+        if before is None:
+            before = baseline(uses, pool.allocated.used)
+        after = admit(before, uses_of(d.device.consumes_counters))
+        if after is None:
+            return None
+        self.groups[key] = after
+        return partial(self.groups.__setitem__, key, before)
+
+    def _take_counters(self, d: SearchDevice, pool: NodePool, skip: bool) -> bool | None:
         """allocateDevice's counter step: None when the device cannot be taken, else
-        whether its counters were reserved (a share of a device in use skips the check,
-        but for 1.34: rules.shares_skip_counter_check)."""
+        whether its counters were reserved (not when `skip`: _skips_counters)."""
         dev = d.device
         if dev.consumes_counters and pool.parsed is not None and not pool.parsed.partitionable:
             return None  # the profile's allocator has partitionable devices off
-        in_use = self.rules.shares_skip_counter_check and (
-            dev.name in pool.allocated.debited or self.shares.get(d.id, 0) > 0
-        )
-        if not dev.consumes_counters or (multi and in_use):
+        if not dev.consumes_counters or skip:
             return False
         return True if self.counters.reserve(d, pool) else None
 
@@ -495,6 +545,10 @@ class NodeSearch:
             into[name] = (into[name] + q if sign > 0 else into[name] - q) if name in into else q
         if not self.shares[d.id]:
             del self.allocating_capacity[d.id]
+
+
+def _nothing() -> None:
+    return None
 
 
 class _Counters:

@@ -33,7 +33,31 @@ REASON_ORDER = (
     MAY_ABORT,
     "StaleGeneration",
     "CapacitySourceInUse",
+    "CompatibilityGroupConflict",
     "PartitionableDevicesDisabled",
+    "BindingConditionsDisabled",
+    "CompatibilityGroupsDisabled",
+    "OptionalNodeOperationsDisabled",
+    "NodeLacksOptionalNodeOperations",
+)
+
+
+# Device states whose reason is the whole story, whatever the request asks.
+_STATE_REASONS = frozenset(
+    {
+        "PoolInvalid",
+        "PoolIncomplete",
+        "StaleGeneration",
+        "CapacitySourceInUse",
+        "PartitionableDevicesDisabled",
+        "BindingConditionsDisabled",
+        "CompatibilityGroupsDisabled",
+        "CompatibilityGroupConflict",
+        "OptionalNodeOperationsDisabled",
+        "NodeLacksOptionalNodeOperations",
+        ABORTS,
+        MAY_ABORT,
+    }
 )
 
 
@@ -61,15 +85,7 @@ class Explainer:
         state, reason = st["state"], st.get("stateReason")
         if node is not None and not device_reaches(d.slice, d.device, node, labels):
             return "NodeUnreachable", f"not reachable from node {node}"
-        if reason in (
-            "PoolInvalid",
-            "PoolIncomplete",
-            "StaleGeneration",
-            "CapacitySourceInUse",
-            "PartitionableDevicesDisabled",
-            ABORTS,
-            MAY_ABORT,
-        ):
+        if reason in _STATE_REASONS:
             return str(reason), str(reason)
         if state == "Allocated" and not choice.admin_access:
             claims = ", ".join(
@@ -96,6 +112,7 @@ class Explainer:
                 d.driver,
                 choice.capacity_requests,
                 st.get("availableCapacity", {}) if shareable else None,
+                index.fractional,
             )
             if problem is not None:
                 return "CapacityTooSmall", problem
