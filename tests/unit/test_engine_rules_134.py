@@ -164,3 +164,32 @@ def test_partitions_behind_an_invalid_pool() -> None:
     # One fits on node-a in the attempts that meet "good" first; none ever on node-b.
     assert (good["allocatable"], good["available"], good["method"]) == (1, 0, "firstFit")
     assert (other["allocatable"], other["available"], other["method"]) == (0, 0, "exact")
+
+
+def _bound(name: str) -> dict[str, Any]:
+    d = device(name)
+    d["bindingConditions"] = ["example.com/attached"]
+    return d
+
+
+def test_pools_with_binding_conditions_come_last_in_the_walk() -> None:
+    # 1.34's GatherPools puts pools holding devices with binding conditions after the
+    # others: an invalid pool without them always comes before such a pool, and an
+    # invalid pool with them always after a pool without.
+    bad = (rslice("bad-1", [device("gpu-0")], pool="bad", count=2),)
+    objs = (
+        *bad,
+        rslice("bad-2", [device("gpu-0")], pool="bad", count=2),
+        rslice("bind", [_bound("gpu-1")], pool="bind"),
+        rslice("plain", [device("gpu-2")], pool="plain"),
+    )
+    got = results(*objs, profile=K134_ALL)
+    assert states(got[(DRIVER, "bind")])["gpu-1"] == ("Unavailable", ABORTS)
+    assert states(got[(DRIVER, "plain")])["gpu-2"] == ("Unavailable", MAY_ABORT)
+    late = (
+        *bad,
+        rslice("bad-2", [_bound("gpu-0")], pool="bad", count=2),
+        rslice("plain", [device("gpu-2")], pool="plain"),
+    )
+    got = results(*late, profile=K134_ALL)
+    assert states(got[(DRIVER, "plain")])["gpu-2"] == ("Available", None)

@@ -195,3 +195,15 @@ def test_134_rechecks_capacity_at_the_requests_device_index() -> None:
     assert outcomes(K134_ALL, *objs, claim=two) == {ABORTS}
     assert outcomes(K135_ALL, *objs, claim=two) == {FITS}
     assert outcomes(K134, *objs, claim=two) == {FITS}  # no recheck without the gate
+
+
+def test_134_meets_an_invalid_pool_with_binding_conditions_last() -> None:
+    bound = gpu("gpu-0")
+    bound["bindingConditions"] = ["example.com/attached"]
+    objs = (
+        rslice("bad-1", [gpu("gpu-0")], pool="bad", count=2),
+        rslice("bad-2", [bound], pool="bad", count=2),
+        rslice("good", [gpu("gpu-1", model="A100")], pool="good"),
+    )
+    # GatherPools puts "bad" after "good": the walk finds gpu-1 first, always.
+    assert outcomes(K134_ALL, *objs, claim=one_gpu(A100)) == {FITS}

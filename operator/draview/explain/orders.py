@@ -14,11 +14,17 @@ only the orders that can make a difference are ever tried.
 
 Only pools and slices holding a device that can affect the search take part: a device
 the search skips before its selectors (in use), or whose selectors say no without an
-error, changes nothing wherever it stands. Where nothing can make the order matter (no runtime
-error, no invalid pool, no counters left reserved by a refused device, no counters
-cached under a pool name two drivers share, no node selector that cannot be written, no
-capacity re-check), one walk in a fixed order gives the only answer: the search is
-exhaustive, and what it accepts depends on the devices taken, not on their order.
+error, changes nothing wherever it stands. Where nothing can make the order matter (no
+runtime error, no invalid pool, no counters left reserved by a refused device, no
+counters cached under a pool name two drivers share, no node selector that cannot be
+written, no capacity re-check), one walk in a fixed order gives the only answer: the
+search is exhaustive, and what it accepts depends on the devices taken, not on their
+order.
+
+Each node's walk is taken to have an order of its own. For the pools it has (a map per
+Allocate call); a pool's slices come in the scheduler's list order, which every node of
+one attempt shares, and that is modelled only where it decides the count a pool trusts
+(NodePool.firsts): the walks of two nodes through one pool's slices are not tied.
 """
 
 from __future__ import annotations
@@ -225,6 +231,8 @@ def relevance(
         if pool.invalid and not rules.invalid_pool_is_node_local:
             out.pools.append(pi)  # met by the walk: the attempt aborts
             out.hazard = True
+            if rules.binding_pools_last and pool.binding:
+                out.later_pools.add(pi)
             continue
         for sj, devices in enumerate(pool.slices):
             hit = False
