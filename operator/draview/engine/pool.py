@@ -195,7 +195,11 @@ class _PoolComputation:
             self._left_for,
             prepared.rules,
         )
-        # 1.34: invalid pools that nodes gather refuse devices of every pool.
+        self._settle_aborts(aborts)
+
+    def _settle_aborts(self, aborts: Aborts) -> None:
+        """1.34: invalid pools that nodes gather refuse devices of every pool."""
+        prepared = self.prepared
         self.aborts = NO_ABORTS if prepared.rules.invalid_pool_is_node_local else aborts
         last = prepared.rules.binding_pools_last
         self.tiers = [int(last and binding_view(v, prepared.flat)) for v in prepared.views]

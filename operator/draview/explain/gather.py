@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from draview.api.slices import Device, Taint
 from draview.api.taints import DeviceTaintRule
 from draview.engine.aborts import binding_view
+from draview.engine.flatten import FlatSlice
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
@@ -139,35 +140,55 @@ def _pool(
     slice_indices = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
     for i in slice_indices:
         fs = flat[i]
-        s = fs.slice
-        per_device = s.per_device_node_selection and not (
-            s.node_name or s.all_nodes or s.node_selector is not None
-        )
-        devices = []
-        for j, dev in enumerate(fs.devices):
-            devices.append(
-                SearchDevice(
-                    driver,
-                    name,
-                    fs.slice.name,
-                    fs.slice.generation,
-                    dev,
-                    (i, j) in targets,
-                    tuple(effective_taints(driver, name, dev, rules)),
-                    tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
-                    (i, j) in view.unsupported,
-                    bool(dev.node_name if per_device else fs.slice.node_name) or dev.binds_to_node,
-                    refuse_skips and bool(s.skip_node_operations),
-                )
-            )
-        out.slices.append(devices)
+        out.slices.append(_devices(r.key, i, fs, view, targets, rules, o, refuse_skips))
         out.binding = out.binding or any(dev.binding_conditions for dev in fs.devices)
     if len(outcomes) > 1:
-        picked = min(which, len(outcomes) - 1)
-        leading = {i for i, k in view.first if k == picked}
-        if leading <= set(slice_indices):
-            out.firsts = frozenset(n for n, i in enumerate(slice_indices) if i in leading)
+        out.firsts = _firsts(view, min(which, len(outcomes) - 1), slice_indices)
     return out
+
+
+def _devices(
+    key: tuple[str, str],
+    i: int,
+    fs: FlatSlice,
+    view: View,
+    targets: set[tuple[int, int]],
+    rules: Sequence[DeviceTaintRule],
+    o: Outcome,
+    refuse_skips: bool,
+) -> list[SearchDevice]:
+    """The devices of the view's slice `i` (flat index), as the search meets them."""
+    driver, name = key
+    s = fs.slice
+    per_device = s.per_device_node_selection and not (
+        s.node_name or s.all_nodes or s.node_selector is not None
+    )
+    return [
+        SearchDevice(
+            driver,
+            name,
+            s.name,
+            s.generation,
+            dev,
+            (i, j) in targets,
+            tuple(effective_taints(driver, name, dev, rules)),
+            tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
+            (i, j) in view.unsupported,
+            bool(dev.node_name if per_device else s.node_name) or dev.binds_to_node,
+            refuse_skips and bool(s.skip_node_operations),
+        )
+        for j, dev in enumerate(fs.devices)
+    ]
+
+
+def _firsts(view: View, picked: int, slice_indices: Sequence[int]) -> frozenset[int] | None:
+    """Which of the pool's walked slices the list may hold first, for the count the
+    view trusts (`picked`): a list-ordered walk (1.34, 1.35) begins with one of them.
+    None where one of those slices is not walked (it may come first unseen)."""
+    leading = {i for i, k in view.first if k == picked}
+    if not leading <= set(slice_indices):
+        return None
+    return frozenset(n for n, i in enumerate(slice_indices) if i in leading)
 
 
 # Per view of a pool (and last, its bystander), the index of the outcome it gets.

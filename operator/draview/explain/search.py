@@ -453,16 +453,9 @@ class NodeSearch:
             if reserved and (releases or not multi):
                 self.counters.release(d, pool)
 
-        if untolerated(d.taints, data.choice.tolerations):
+        if not self._admits(data, d, must, undo):
             refuse()
             return None
-        for c in self.constraints:
-            if not c.add(data.base, data.sub, d):
-                refuse()
-                if must:
-                    raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
-                return None
-            undo.append(partial(c.remove, data.base, data.sub))
         if not multi:
             self.allocating.add(d.id)
             undo.append(lambda: self.allocating.discard(d.id))
@@ -479,6 +472,21 @@ class NodeSearch:
         self.results.append(d)
         undo.append(self._drop_last)
         return rollback
+
+    def _admits(
+        self, data: _Request, d: SearchDevice, must: bool, undo: list[Callable[[], None]]
+    ) -> bool:
+        """allocateDevice's taint and constraint checks; each constraint that takes the
+        device puts how to give it back on `undo`."""
+        if untolerated(d.taints, data.choice.tolerations):
+            return False
+        for c in self.constraints:
+            if not c.add(data.base, data.sub, d):
+                if must:  # the attempt aborts: what was taken no longer matters
+                    raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
+                return False
+            undo.append(partial(c.remove, data.base, data.sub))
+        return True
 
     def _capacity_fits(self, data: _Request, d: SearchDevice, pool: NodePool, slot: int) -> bool:
         """allocateDevice's capacity check. 1.34 with consumable capacity makes it against
