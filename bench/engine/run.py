@@ -41,8 +41,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "bench" / "out"
-# Measure the engine of this tree, whichever checkout `pip install -e` last pointed at.
+# Measure the engine of this tree (or of --tree), whichever checkout `pip install -e` last
+# pointed at: children put that tree's operator/ first on sys.path before any import.
 sys.path.insert(0, str(REPO / "operator"))
+# Wall time by default; --clock cpu times each phase in the process's own CPU time, for a
+# shared machine whose other load would otherwise be counted (both sides of a ratio alike).
+_clock = time.perf_counter
 DEFAULT_INPUT = OUT / "world.json"
 DEFAULT_JSON = OUT / "engine-result.json"
 
@@ -63,10 +67,10 @@ def _rss_now_mib() -> float:
 
 
 def _read(path: str) -> tuple[str, float]:
-    start = time.perf_counter()
+    start = _clock()
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    return text, time.perf_counter() - start
+    return text, _clock() - start
 
 
 def _options(attrs: Sequence[str]) -> Any:
@@ -81,9 +85,9 @@ def _options(attrs: Sequence[str]) -> Any:
 def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     rss_start = _rss_mib()
     text, read_s = _read(args.input)
-    start = time.perf_counter()
+    start = _clock()
     docs = json.loads(text)
-    decode_s = time.perf_counter() - start
+    decode_s = _clock() - start
     return {
         "read_s": read_s,
         "decode_s": decode_s,
@@ -102,11 +106,11 @@ class _Timed:
         self.calls = 0
 
     def __call__(self, *a: Any, **kw: Any) -> Any:
-        start = time.perf_counter()
+        start = _clock()
         try:
             return self.fn(*a, **kw)
         finally:
-            self.total += time.perf_counter() - start
+            self.total += _clock() - start
             self.calls += 1
 
 
@@ -129,15 +133,15 @@ def phase_compute(args: argparse.Namespace) -> dict[str, Any]:
 
     rss_start = _rss_now_mib()
     text, read_s = _read(args.input)
-    t0 = time.perf_counter()
+    t0 = _clock()
     # The pipeline of `draview analyze`: each List item is decoded, normalised and
     # dropped before the next one is decoded.
     world = build_world(iter_objects(iter_text(text, args.input)))
-    t1 = time.perf_counter()
+    t1 = _clock()
     rss_loaded = _rss_now_mib()
     del text
     objects = world_objects(world, options)
-    t2 = time.perf_counter()
+    t2 = _clock()
     rss_peak = _rss_mib()
 
     problems = len(world.problems)
@@ -189,10 +193,10 @@ def _pool_changes(world: Any, args: argparse.Namespace, options: Any) -> dict[st
     from draview.engine.pools import gather_pool, group_slices
     from draview.engine.validate import parse_pool
 
-    t0 = time.perf_counter()
+    t0 = _clock()
     by_pool = group_slices(world.slices)
     index = index_allocations(world.claims)
-    indexes_s = time.perf_counter() - t0
+    indexes_s = _clock() - t0
     rules = world.taint_rules
 
     def allocated(key: tuple[str, str]) -> int:
@@ -216,34 +220,34 @@ def _pool_changes(world: Any, args: argparse.Namespace, options: Any) -> dict[st
             before = allocated(pool_key)
         else:
             old, new = new, claim
-        t0 = time.perf_counter()
+        t0 = _clock()
         old_refs, new_refs = claim_allocations(old), claim_allocations(new)
         for key in old_refs:
             index[key] = [r for r in index.get(key, ()) if r.claim_uid != old.uid]
         for key, refs in new_refs.items():
             index.setdefault(key, []).extend(refs)
         dirty = sorted(set(old_refs) | set(new_refs))
-        t1 = time.perf_counter()
+        t1 = _clock()
         results = [
             compute_pool(k, by_pool.get(k, []), index.get(k, ()), rules, (), options) for k in dirty
         ]
-        t2 = time.perf_counter()
+        t2 = _clock()
         # The part of compute_pool that depends on the slices only, not on any claim:
         # what a cache keyed by the pool's slices would save on a claim change.
         for k in dirty:
             parse_pool([flatten_slice(s) for s in gather_pool(k, by_pool.get(k, [])).current])
-        t3 = time.perf_counter()
+        t3 = _clock()
         for k in dirty:
             if k not in prepared:
                 prepared[k] = prepare_pool(k, by_pool.get(k, []))
-        t4 = time.perf_counter()
+        t4 = _clock()
         cached = [
             compute_pool(
                 k, by_pool.get(k, []), index.get(k, ()), rules, (), options, prepared=prepared[k]
             )
             for k in dirty
         ]
-        t5 = time.perf_counter()
+        t5 = _clock()
         if cached[0].status != results[0].status:
             raise SystemExit(f"pool {dirty[0]}: prepared and fresh computations differ")
         if i % 2 == 0:
@@ -284,13 +288,13 @@ def phase_profile(args: argparse.Namespace) -> dict[str, Any]:
     options = _options(args.partition_attribute)
     text, _ = _read(args.input)
     prof = cProfile.Profile()
-    start = time.perf_counter()
+    start = _clock()
     prof.enable()
     world = build_world(iter_objects(iter_text(text, args.input)))
     del text
     world_objects(world, options)
     prof.disable()
-    elapsed = time.perf_counter() - start
+    elapsed = _clock() - start
     stats = pstats.Stats(prof)
     tables = {}
     for order in ("cumulative", "tottime"):
@@ -345,6 +349,10 @@ def _child(args: argparse.Namespace, phase: str, gc_mode: str) -> dict[str, Any]
         str(args.seed),
         "--top",
         str(args.top),
+        "--clock",
+        args.clock,
+        "--tree",
+        str(args.tree),
     ]
     for attr in args.partition_attribute:
         cmd += ["--partition-attribute", attr]
@@ -368,12 +376,10 @@ def _best(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return best
 
 
-def _engine_version() -> dict[str, str]:
-    import draview
-
+def _engine_version(tree: Path) -> dict[str, str]:
     def git(*cmd: str) -> str:
         proc = subprocess.run(
-            ["git", "-C", str(REPO), *cmd], capture_output=True, text=True, check=False
+            ["git", "-C", str(tree), *cmd], capture_output=True, text=True, check=False
         )
         return proc.stdout.strip()
 
@@ -384,7 +390,7 @@ def _engine_version() -> dict[str, str]:
         *(f"operator/draview/{p}" for p in ("engine", "api", "quantity.py", "cli/inputs.py")),
     )
     return {
-        "path": str(Path(draview.__file__).parent),
+        "path": str(tree / "operator" / "draview"),
         "commit": git("rev-parse", "--short", "HEAD") + (" (engine modified)" if dirty else ""),
     }
 
@@ -452,7 +458,8 @@ def render(report: dict[str, Any]) -> str:
         f"world: {report['input']} ({report['input_mib']:.1f} MiB): {first['slices']} slices, "
         f"{first['devices']} devices in {first['pools']} pools, {first['claims']} claims "
         f"-> {first['objects']} objects, {first['validation_errors']} validation errors",
-        f"engine: {report['engine']['path']} at {report['engine']['commit']}; "
+        f"engine: {report['engine']['path']} at {report['engine']['commit']}, "
+        f"{report['clock']} clock; "
         f"repeat {report['repeat']}: times are the best run, RSS the highest run; "
         f"load average {report['machine']['loadavg_1m_before']} before, "
         f"{report['machine']['loadavg_1m_after']} after on {report['machine']['cpus']} CPUs",
@@ -538,6 +545,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--profile", action="store_true", help="add a cProfile run (about +25s)")
     ap.add_argument("--top", type=int, default=10, help="profile rows shown")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time phases in wall time (default) or in the process's CPU time",
+    )
+    ap.add_argument(
+        "--tree",
+        type=Path,
+        default=REPO,
+        help="the checkout whose engine is measured (default: this one), for side-by-side runs",
+    )
     ap.add_argument("--seed", type=int, default=1, help="which claims change in (d)")
     ap.add_argument("--json-out", default=str(DEFAULT_JSON), help="where the JSON goes")
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
@@ -547,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat must be at least 1 and --pool-reps at least 2")
 
     if args.phase:
+        global _clock
+        sys.path.insert(0, str(args.tree.resolve() / "operator"))
+        if args.clock == "cpu":
+            _clock = time.process_time
         if args.gc == "off":
             gc.disable()
         print(json.dumps(PHASES[args.phase](args)))
@@ -580,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_1m_before": round(load_before, 2),
             "loadavg_1m_after": round(os.getloadavg()[0], 2),
         },
-        "engine": _engine_version(),
+        "engine": _engine_version(args.tree.resolve()),
+        "clock": args.clock,
         "input": args.input,
         "input_mib": os.path.getsize(args.input) / 2**20,
         "repeat": args.repeat,

@@ -22,6 +22,14 @@ the phase, and the peak so far):
    the operator (`--batch-interval`); each change is a claim deleted, or created again,
    on a whole-GPU node; its latency is from the event to the writer being handed the
    pool's new status.
+
+With `--claim-events` the churn also runs the operator's explanations as `draview run`
+does by default: every `--explain-interval` a round explains the claims pending past the
+threshold (here 0: the world's 1 % pending claims, all of them due at once; one
+DeviceClass per driver is listed), Events counted instead of posted, and the Events on
+slices of problem pools. Recorded: each round's wall and CPU time and the claims it
+explained, and the longest the event loop went without a turn (a task asks to wake
+every 5 ms and records how late it woke), overall and while a round ran.
 """
 
 from __future__ import annotations
@@ -68,9 +76,14 @@ class CountingWriter(Writer):
         super().__init__(_NoApi(), TokenBucket(1e9, 1_000_000))  # type: ignore[arg-type]
         self.counts: Counter[str] = Counter()
         self.written_at: dict[str, float] = {}  # pool status name -> monotonic time
+        # Give the loop a turn per request, as a request sent does (during the churn:
+        # without it one writer task wrote a whole backlog in one piece).
+        self.yields = False
 
     async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
         self.counts[f"{verb} {kind}"] += 1
+        if self.yields:
+            await asyncio.sleep(0)
         return b'{"metadata": {"resourceVersion": "1"}}'
 
     async def put(self, obj: dict[str, Any]) -> bool:
@@ -134,10 +147,174 @@ class Phases:
         return out
 
 
+class LoopWatch:
+    """How long the event loop went without a turn: the longest it woke late, overall and
+    when a round of explanations ran meanwhile (`busy`). Each gap is measured in CPU
+    seconds of this process too: on a machine shared with other jobs a wall-clock gap
+    stretches with the load, the CPU spent in it does not."""
+
+    TICK = 0.005
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self.longest_busy = 0.0
+        self.longest_cpu = 0.0
+        self.longest_busy_cpu = 0.0
+        self.running = False  # a round runs now
+        self.busy = False  # a round ran since the last wake (one in a single piece too)
+
+    async def run(self) -> None:
+        last, last_cpu = time.monotonic(), time.process_time()
+        while True:
+            await asyncio.sleep(self.TICK)
+            now, cpu = time.monotonic(), time.process_time()
+            late, used = now - last - self.TICK, cpu - last_cpu
+            self.longest = max(self.longest, late)
+            self.longest_cpu = max(self.longest_cpu, used)
+            if self.busy:
+                self.longest_busy = max(self.longest_busy, late)
+                self.longest_busy_cpu = max(self.longest_busy_cpu, used)
+            last, last_cpu = now, cpu
+            self.busy = self.running
+
+
+def watch_rounds(ctl: Controller, watch: LoopWatch) -> list[dict[str, Any]]:
+    """Each round of explanations that explained something: wall and CPU seconds (CPU
+    of the whole process meanwhile: other tasks run during a round's yields), the
+    explanations made (claims that ask for the same devices share one since session
+    10) and the claims with an explanation after it; the loop watch is told when one
+    runs."""
+    rounds: list[dict[str, Any]] = []
+    expl = ctl.explanations
+    explainer = expl.explainer.explainer
+    calls = [0]
+    # Session 10 explains in steps; before, in one call.
+    method = "explain_steps" if hasattr(explainer, "explain_steps") else "explain"
+    explain, pending, slices = (
+        getattr(explainer, method),
+        expl.explain_pending,
+        expl.report_slice_problems,
+    )
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls[0] += 1
+        return explain(*args, **kw)
+
+    async def timed(step: Any, name: str) -> None:
+        before, cpu, wall = calls[0], time.process_time(), time.monotonic()
+        watch.busy = watch.running = True
+        try:
+            await step()
+        finally:
+            watch.running = False
+        row = {
+            "step": name,
+            "wall_s": round(time.monotonic() - wall, 3),
+            "cpu_s": round(time.process_time() - cpu, 3),
+            "explanations": calls[0] - before,
+            "claims_explained": len(expl.explainer.last),
+        }
+        if row["explanations"] or row["wall_s"] >= 0.05:
+            rounds.append(row)
+
+    setattr(explainer, method, counted)
+    expl.explain_pending = lambda: timed(pending, "claims")  # type: ignore[method-assign]
+    expl.report_slice_problems = lambda: timed(slices, "slices")  # type: ignore[method-assign]
+    return rounds
+
+
+def watch_steps() -> list[float]:
+    """The longest the explanations held the loop between two of their yields to it
+    (controller/explanations.run_steps, timed the same way), in wall and in CPU seconds;
+    [0.0, 0.0] before session 10, which ran a round in one piece (the loop watch sees it
+    whole)."""
+    from draview.controller import explanations
+
+    longest = [0.0, 0.0]
+    if not hasattr(explanations, "run_steps"):
+        return longest
+
+    def held(began: float, cpu: float) -> None:
+        longest[0] = max(longest[0], time.monotonic() - began)
+        longest[1] = max(longest[1], time.process_time() - cpu)
+
+    async def timed(steps: Any, seconds: float | None = None) -> Any:
+        most = explanations.STEP_SECONDS if seconds is None else seconds
+        began, cpu = time.monotonic(), time.process_time()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                held(began, cpu)
+                return done.value
+            if time.monotonic() - began >= most:
+                held(began, cpu)
+                await asyncio.sleep(0)
+                began, cpu = time.monotonic(), time.process_time()
+
+    explanations.run_steps = timed
+    return longest
+
+
+class GcWatch:
+    """The longest collection of the oldest generation (it walks every object not
+    frozen, and holds the loop meanwhile)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._began = time.monotonic()
+        else:
+            self.longest = max(self.longest, time.monotonic() - self._began)
+
+
 def _pool_object(driver: str, pool: str) -> str:
     from draview.engine.objects import pool_object_name
 
     return pool_object_name(driver, pool)
+
+
+class Watches:
+    """What the churn watches besides latency: the loop, full collections and, with
+    claim events on, the explanations' rounds and steps (which it runs)."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+        self.loop, self.collections = LoopWatch(), GcWatch()
+        self.rounds = watch_rounds(ctl, self.loop)
+        self.steps = watch_steps()
+        gc.callbacks.append(self.collections)
+        self.tasks = [asyncio.create_task(self.loop.run())]
+        if ctl.settings.claim_events:
+            self.tasks.append(asyncio.create_task(ctl.explanations.run()))
+
+    def stop(self) -> dict[str, Any]:
+        for task in self.tasks:
+            task.cancel()
+        gc.callbacks.remove(self.collections)
+        loop, rounds = self.loop, self.rounds
+        out: dict[str, Any] = {
+            "longest_loop_block_s": round(loop.longest, 3),
+            "longest_loop_block_cpu_s": round(loop.longest_cpu, 3),
+            "longest_full_collection_s": round(self.collections.longest, 3),
+        }
+        if self.ctl.settings.claim_events:
+            out["explanations"] = {
+                "rounds": rounds,
+                "longest_loop_block_in_a_round_s": round(loop.longest_busy, 3),
+                "longest_loop_block_in_a_round_cpu_s": round(loop.longest_busy_cpu, 3),
+                "longest_step_s": round(self.steps[0], 3),
+                "longest_step_cpu_s": round(self.steps[1], 3),
+                "explanations": sum(r["explanations"] for r in rounds),
+                "claims_explained": len(self.ctl.explanations.explainer.last),
+                "events": POSTED[0],
+            }
+        return out
 
 
 async def churn(
@@ -149,6 +326,8 @@ async def churn(
     gone: list[world.Alloc] = []
     latencies: list[float] = []
     pending: list[tuple[float, str]] = []  # (event time, pool status name)
+    w.yields = True
+    watches = Watches(ctl)
     worker = asyncio.create_task(ctl.worker.run(interval))
     cpu0, t0 = time.process_time(), time.monotonic()
     sent = 0
@@ -187,7 +366,15 @@ async def churn(
         "p99_s": round(q[98], 3),
         "cpu_s": round(cpu, 2),
         "cpu_per_change_ms": round(1000 * cpu / max(1, sent), 2),
+        **watches.stop(),
     }
+
+
+POSTED = [0]  # Events the explanations would have posted
+
+
+async def count_event(*_: Any) -> None:
+    POSTED[0] += 1
 
 
 def _collect(w: CountingWriter, pending: list[tuple[float, str]], out: list[float]) -> None:
@@ -201,12 +388,26 @@ def _collect(w: CountingWriter, pending: list[tuple[float, str]], out: list[floa
     pending[:] = keep
 
 
-def run(n: int, rate: float, seconds: float, interval: float) -> dict[str, Any]:
+def controller(
+    interval: float, explain: float | None, classes: bool
+) -> tuple[CountingWriter, Controller]:
     w = CountingWriter()
-    ctl = Controller(w, Settings(batch_interval=interval, claim_events=False))
-    phases = Phases()
-    base = rss_mib()
-    loop = asyncio.new_event_loop()
+    settings = Settings(
+        batch_interval=interval,
+        claim_events=explain is not None,
+        pending_threshold=0.0,
+        explain_interval=explain or 10.0,
+    )
+    ctl = Controller(w, settings, count_event, count_event)
+    for obj in world.device_classes() if classes else ():
+        ctl.ingest.class_event("ADDED", obj)
+    return w, ctl
+
+
+def list_world(ctl: Controller, phases: Phases, n: int) -> dict[str, int]:
+    """The lists, each a phase. As the operator's Syncer does (controller/sync.py): the
+    first list (and the first full sync) run without the cyclic collector, what they
+    made then frozen out of its generations."""
 
     def listed(kind: str, handler: Any, objects: Any) -> int:
         if kind != "claims":
@@ -214,15 +415,8 @@ def run(n: int, rate: float, seconds: float, interval: float) -> dict[str, Any]:
         with long_lived():  # the last list: the collection and freeze count here
             return feed(handler, objects)
 
-    def judge() -> None:
-        with long_lived():
-            loop.run_until_complete(ctl.worker.full_sync())
-
-    # As the operator's Syncer does (controller/sync.py): the first list and the first
-    # full sync run without the cyclic collector, what they made then frozen out of its
-    # generations.
     gc.disable()
-    counts = {
+    return {
         "nodes": phases.measure(
             "list nodes", lambda: listed("nodes", ctl.ingest.node_event, world.all_nodes(n))
         ),
@@ -233,6 +427,29 @@ def run(n: int, rate: float, seconds: float, interval: float) -> dict[str, Any]:
             "list claims", lambda: listed("claims", ctl.ingest.claim_event, world.all_claims(n))
         ),
     }
+
+
+def run(
+    n: int,
+    rate: float,
+    seconds: float,
+    interval: float,
+    explain: float | None = None,
+    classes: bool = True,
+) -> dict[str, Any]:
+    """`explain`: run the explanations every that many seconds (None: claim events off);
+    `classes`: list the DeviceClasses (without, every explanation stops at "DeviceClass
+    not found", as before session 10)."""
+    w, ctl = controller(interval, explain, classes)
+    phases = Phases()
+    base = rss_mib()
+    loop = asyncio.new_event_loop()
+
+    def judge() -> None:
+        with long_lived():
+            loop.run_until_complete(ctl.worker.full_sync())
+
+    counts = list_world(ctl, phases, n)
     devices = sum(len(s.devices) for s in ctl.store.slices.values())
     ctl.ingest.listed()
     ctl.leader = True
@@ -281,6 +498,10 @@ def curve(sizes: list[int], args: argparse.Namespace) -> list[dict[str, Any]]:
             "--batch-interval",
             str(args.batch_interval),
         ]
+        if args.claim_events:
+            cmd += ["--claim-events", "--explain-interval", str(args.explain_interval)]
+        if not args.classes:
+            cmd.append("--no-classes")
         out = subprocess.run(cmd, check=True, capture_output=False, stdout=subprocess.PIPE)
         rows.append(json.loads(out.stdout))
     return rows
@@ -329,6 +550,11 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=200.0, help="claim changes per second")
     p.add_argument("--seconds", type=float, default=30.0, help="churn duration (0: none)")
     p.add_argument("--batch-interval", type=float, default=0.25)
+    p.add_argument(
+        "--claim-events", action="store_true", help="explain pending claims during the churn"
+    )
+    p.add_argument("--explain-interval", type=float, default=10.0, help="seconds between rounds")
+    p.add_argument("--no-classes", dest="classes", action="store_false", help="list no DeviceClass")
     p.add_argument("--json", type=Path, help="write the results here too")
     args = p.parse_args()
     if args.curve:
@@ -336,7 +562,8 @@ def main() -> int:
         print(table(rows))
         out: Any = rows
     else:
-        out = run(args.nodes, args.rate, args.seconds, args.batch_interval)
+        explain = args.explain_interval if args.claim_events else None
+        out = run(args.nodes, args.rate, args.seconds, args.batch_interval, explain, args.classes)
         print(json.dumps(out, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -295,3 +295,18 @@ def all_claims(n: int) -> Iterator[dict[str, Any]]:
     for i in range(n):
         for a in allocations(i):
             yield claim(a)
+
+
+def device_classes() -> list[dict[str, Any]]:
+    """One DeviceClass per driver, named after it (what the claims ask for): read only
+    by explanations of pending claims."""
+    drivers = ("gpu.example.com", "mig.example.com", "acc.example.com", "nic.example.com")
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": d, "uid": f"class-{d}", "resourceVersion": _rv()},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{d}"'}}]},
+        }
+        for d in drivers
+    ]

@@ -2,13 +2,14 @@
 
 An API server drops the fields of a disabled gate when an object is created
 (dropDisabledFields in pkg/registry/resource/resourceslice/strategy.go of each release),
-and knows no field of a later release. So each profile is asked about the world its own
-cluster could hold: binding conditions only with DRADeviceBindingConditions and
-DRAResourceClaimDeviceStatus, compatibility groups only on 1.37 with
-DRADeviceCompatibilityGroups, skipNodeOperations only on 1.37 with
-DRAOptionalNodeOperations, and 1.34's layout (worlds134.py). The allocator's answer
-for fields a cluster cannot hold (what the scheduler would do if handed them) is checked
-apart, with `keep_gated`.
+refuses some objects outright, and knows no field of a later release. So each profile is
+asked about the world its own cluster could hold: list-typed and derived attributes,
+capacity requests and the claims their cluster refuses as apiserver.py says; binding
+conditions only with DRADeviceBindingConditions and DRAResourceClaimDeviceStatus,
+compatibility groups only on 1.37 with DRADeviceCompatibilityGroups, skipNodeOperations
+only on 1.37 with DRAOptionalNodeOperations; 1.34's layout (worlds134.py). The
+allocator's answer for the gated fields a cluster cannot hold (what the scheduler would
+do if handed them) is checked apart, with `keep_gated`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import copy
 from dataclasses import replace
 from typing import Any
 
+from tests.fidelity.apiserver import held
 from tests.fidelity.worldgen import World
-from tests.fidelity.worlds134 import as_134
 
 from draview.engine.profile import Profile
 
@@ -26,8 +27,13 @@ Obj = dict[str, Any]
 _BINDING = ("bindingConditions", "bindingFailureConditions", "bindsToNode")
 
 
-def as_served(objects: list[Obj], profile: Profile, keep_gated: bool = False) -> list[Obj]:
-    out = as_134(objects) if profile.release == "1.34" else objects
+def served_world(world: World, profile: Profile, keep_gated: bool = False) -> World:
+    """The world, its objects and pending claims, as the profile's API server holds them."""
+    objects, pending = held(world.objects, world.pending, profile)
+    return replace(world, objects=_gated(objects, profile, keep_gated), pending=pending)
+
+
+def _gated(out: list[Obj], profile: Profile, keep_gated: bool) -> list[Obj]:
     if keep_gated:
         return out
     binding = profile.gate("DRADeviceBindingConditions") and profile.gate(
@@ -68,8 +74,3 @@ def _has_dropped(obj: Obj, binding: bool, groups: bool, skips: bool) -> bool:
         ):
             return True
     return False
-
-
-def served_world(world: World, profile: Profile) -> World:
-    """The world with its objects as the profile's API server holds them."""
-    return replace(world, objects=as_served(world.objects, profile))

@@ -26,7 +26,7 @@ from tests.fidelity.harness import (
     partition_case,
 )
 from tests.fidelity.oracle import Oracle
-from tests.fidelity.served import as_served
+from tests.fidelity.served import served_world
 from tests.fidelity.worldgen import World, generate
 
 from draview.engine.model import EngineOptions
@@ -72,13 +72,12 @@ def test_devices_and_partitions(
     checked: tuple[Profile, frozenset[str], Oracle], worlds: list[World]
 ) -> None:
     profile, reasons, oracle = checked
-    held = [as_served(w.objects, profile, keep_gated=True) for w in worlds]
-    answers = oracle.ask_many(
-        [device_case(str(w.seed), o, profile) for w, o in zip(worlds, held, strict=True)]
-    )
+    worlds = [served_world(w, profile, keep_gated=True) for w in worlds]
+    answers = oracle.ask_many([device_case(str(w.seed), w.objects, profile) for w in worlds])
     failures: list[str] = []
     seen: Counter[str] = Counter()
-    for world, objs, answer in zip(worlds, held, answers, strict=True):
+    for world, answer in zip(worlds, answers, strict=True):
+        objs = world.objects
         assert "error" not in answer, f"seed {world.seed}: {answer['error']}"
         failures.extend(
             f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile, oracle)
@@ -87,8 +86,7 @@ def test_devices_and_partitions(
             seen[str(reason)] += 1
     assert reasons <= set(seen), f"{profile.label()}: the worlds never show {reasons - set(seen)}"
     cases = [
-        partition_case(str(w.seed), o, w.partition_attributes, profile)
-        for w, o in zip(worlds, held, strict=True)
+        partition_case(str(w.seed), w.objects, w.partition_attributes, profile) for w in worlds
     ]
     answers = oracle.ask_many([case for case, _ in cases])
     for world, (_, expect), answer in zip(worlds, cases, answers, strict=True):
@@ -108,13 +106,11 @@ def test_pending_claims(name: str, worlds: list[World]) -> None:
 
 def _claims_agree(profile: Profile, oracle: Oracle, worlds: list[World]) -> None:
     worlds = worlds[:40]
-    held = [as_served(w.objects, profile, keep_gated=True) for w in worlds]
-    answers = oracle.ask_many(
-        [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
-    )
+    worlds = [served_world(w, profile, keep_gated=True) for w in worlds]
+    answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
     failures: list[str] = []
-    for world, objs, answer in zip(worlds, held, answers, strict=True):
-        diffs, unknown = compare_claims(objs, world.pending, answer, profile, oracle)
+    for world, answer in zip(worlds, answers, strict=True):
+        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile, oracle)
         assert unknown == 0
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)
     assert not failures, f"{profile.label()}:\n" + "\n".join(failures[:10])

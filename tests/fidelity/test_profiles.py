@@ -28,7 +28,7 @@ from tests.fidelity.harness import (
     partition_case,
 )
 from tests.fidelity.oracle import Oracle
-from tests.fidelity.served import as_served
+from tests.fidelity.served import served_world
 from tests.fidelity.worldgen import World, generate
 
 from draview.engine.profile import Profile, all_gates_on, make_profile
@@ -55,7 +55,7 @@ def worlds() -> list[World]:
 
 def objects(world: World, profile: Profile) -> list[dict[str, Any]]:
     """The world as the profile's API server holds it (served.py)."""
-    return as_served(world.objects, profile)
+    return served_world(world, profile).objects
 
 
 @pytest.fixture(scope="module", params=sorted(VERIFIED))
@@ -87,13 +87,13 @@ def test_device_states(
 ) -> None:
     profile, checks, oracle = checked
     assert "devices" in checks
-    held = [objects(w, profile) for w in worlds]
+    kept = [objects(w, profile) for w in worlds]
     answers = oracle.ask_many(
-        [device_case(str(w.seed), o, profile) for w, o in zip(worlds, held, strict=True)]
+        [device_case(str(w.seed), o, profile) for w, o in zip(worlds, kept, strict=True)]
     )
     failures: list[str] = []
     devices = 0
-    for world, objs, answer in zip(worlds, held, answers, strict=True):
+    for world, objs, answer in zip(worlds, kept, answers, strict=True):
         assert "error" not in answer, f"seed {world.seed}: the oracle refused: {answer['error']}"
         devices += len(answer["probes"])
         failures.extend(
@@ -126,28 +126,23 @@ def test_pending_claims(checked: tuple[Profile, frozenset[str], Oracle]) -> None
     if "claims" not in checks:
         # Not a skip: the profile's claims are a known gap (README support table); this
         # asserts that the gap is still there, so closing it is noticed.
-        worlds = [generate(seed) for seed in range(100)]
-        held = [objects(w, profile) for w in worlds]
-        answers = oracle.ask_many(
-            [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
-        )
+        worlds = [served_world(generate(seed), profile) for seed in range(100)]
+        answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
         diffs = sum(
-            len(compare_claims(o, w.pending, a, profile)[0])
-            for w, o, a in zip(worlds, held, answers, strict=True)
+            len(compare_claims(w.objects, w.pending, a, profile)[0])
+            for w, a in zip(worlds, answers, strict=True)
         )
         assert diffs > 0, f"{profile.label()}: pending claims now agree; add 'claims' to VERIFIED"
         return
     worlds = [
-        generate(seed) for seed in range(int(os.environ.get("DRAVIEW_PROFILE_CLAIM_SEEDS", "80")))
+        served_world(generate(seed), profile)
+        for seed in range(int(os.environ.get("DRAVIEW_PROFILE_CLAIM_SEEDS", "80")))
     ]
-    held = [objects(w, profile) for w in worlds]
-    answers = oracle.ask_many(
-        [claims_case(str(w.seed), o, w.pending) for w, o in zip(worlds, held, strict=True)]
-    )
+    answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
     failures: list[str] = []
     undecided = 0
-    for world, objs, answer in zip(worlds, held, answers, strict=True):
-        diffs, unknown = compare_claims(objs, world.pending, answer, profile, oracle)
+    for world, answer in zip(worlds, answers, strict=True):
+        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile, oracle)
         undecided += unknown
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)
     assert undecided == 0

@@ -7,6 +7,7 @@ the generator must keep, so that a violation shows up without a cluster.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections import Counter
@@ -15,12 +16,17 @@ from typing import Any
 
 import pytest
 
+from draview.engine.profile import all_gates_on, make_profile
+
+from .apiserver import held
 from .worldgen import (
+    _SIZES,
     ADMIN_LABEL,
     FEATURES,
     MAX_ATTRS_AND_CAPS,
     RACK_LABEL,
     World,
+    _Builder,
     generate,
     parse_quantity,
     term_matches,
@@ -37,6 +43,9 @@ _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
 )
 _PLACEMENTS = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+_SCALAR_KINDS = {"bool", "int", "string", "version"}
+_LIST_KINDS = {"bools": "bool", "ints": "int", "strings": "string", "versions": "version"}
+_TYPES = {"bool": bool, "int": int, "string": str, "version": str}
 
 
 @pytest.fixture(scope="module")
@@ -179,14 +188,25 @@ def check_device(dev: Obj, per_device: bool, where: Any) -> None:
     attrs, caps = dev.get("attributes", {}), dev.get("capacity", {})
     # The harness adds two attributes to every device; the API allows 32 in all.
     assert len(attrs) + len(caps) <= MAX_ATTRS_AND_CAPS, where
+    values = 2  # the harness adds two single-valued attributes
     for name, value in attrs.items():
         assert is_qualified(name), (where, name)
-        # List-typed attributes need DRAListTypeAttributes, which v1.36 leaves off.
-        assert len(value) == 1 and next(iter(value)) in {"bool", "int", "string", "version"}
-        if "string" in value:
-            assert len(value["string"]) <= 64, where
-        if "version" in value:
-            assert _SEMVER.match(value["version"]), where
+        assert len(value) == 1, where
+        ((kind, v),) = value.items()
+        items = v if kind in _LIST_KINDS else [v]
+        # A list attribute (DRAListTypeAttributes) is a non-empty list of one type.
+        assert kind in _SCALAR_KINDS | _LIST_KINDS.keys() and isinstance(items, list) and items, (
+            where
+        )
+        element = _LIST_KINDS.get(kind) or kind
+        assert all(type(x) is _TYPES[element] for x in items), where
+        values += len(items)
+        if element in ("string", "version"):
+            assert all(len(x) <= 64 for x in items), where
+        if element == "version":
+            assert all(_SEMVER.match(x) for x in items), where
+    # ResourceSliceMaxAttributeValuesPerDevice, counting each value of a list.
+    assert values <= 48, where
     shareable = bool(dev.get("allowMultipleAllocations"))
     for name, cap in caps.items():
         assert is_qualified(name), (where, name)
@@ -280,6 +300,7 @@ def check_claim(claim: Obj, namespaces: dict[str, dict[str, str]], seed: int) ->
             check_allocation_mode(body, where)
         names |= {f"{request['name']}/{s['name']}" for s in request.get("firstAvailable", [])}
         admin |= bool(request.get("exactly", {}).get("adminAccess"))
+    check_constraints(claim["spec"]["devices"], names, where)
     if admin:
         assert namespaces[ns].get(ADMIN_LABEL) == "true", where
     for result in (
@@ -291,6 +312,32 @@ def check_claim(claim: Obj, namespaces: dict[str, dict[str, str]], seed: int) ->
             assert _UUID.match(result["shareID"]), where
         if result.get("adminAccess"):
             assert admin and namespaces[ns].get(ADMIN_LABEL) == "true", where
+
+
+def check_constraints(devices: Obj, names: set[str], where: Any) -> None:
+    """validateDeviceConstraint and validateDeviceDerivedAttribute (v1.37.2): constraints
+    name requests that exist, and every derived attribute is read by a constraint that
+    targets its request (all requests, the request, or its parent)."""
+    targets: list[tuple[set[str], str]] = []
+    for c in devices.get("constraints", []):
+        assert len(c.keys() & {"matchAttribute", "distinctAttribute"}) == 1, where
+        attr = c.get("matchAttribute") or c["distinctAttribute"]
+        assert "/" in attr and is_qualified(attr), where
+        assert set(c.get("requests", [])) <= names, where
+        targets.append((set(c.get("requests", [])), attr))
+    for request in devices["requests"]:
+        subs = request.get("firstAvailable") or [{**request.get("exactly", {}), "name": ""}]
+        for sub in subs:
+            label = f"{request['name']}/{sub['name']}" if sub["name"] else request["name"]
+            derived = [d["name"] for d in sub.get("derivedAttributes", [])]
+            assert len(derived) == len(set(derived)) <= 32, where
+            for attr in derived:
+                assert "/" in attr and is_qualified(attr), where
+                used = any(
+                    a == attr and (not reqs or label in reqs or request["name"] in reqs)
+                    for reqs, a in targets
+                )
+                assert used, (where, attr)
 
 
 def check_allocation_mode(body: Obj, where: Any) -> None:
@@ -323,3 +370,55 @@ def test_allocations_name_published_pools(worlds: list[World]) -> None:
         for claim in of_kind(w, "ResourceClaim"):
             for result in claim["status"]["allocation"]["devices"]["results"]:
                 assert (result["driver"], result["pool"]) in pools, (w.seed, result)
+
+
+# --- list-typed and derived attributes (worldgen_lists.py) ---------------------------------
+
+_ADDED = {"topology.example.com/numaNodes", "links", "vlans", "engines", "shells"}
+
+
+def _without_added(objects: list[Obj]) -> list[Obj]:
+    out = copy.deepcopy(objects)
+    for obj in out:
+        if obj["kind"] != "ResourceSlice":
+            continue
+        for dev in obj["spec"].get("devices", []):
+            for name in _ADDED & set(dev.get("attributes", {})):
+                del dev["attributes"][name]
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 17, 123, 499])
+def test_the_lists_leave_every_earlier_object_as_it_was(seed: int) -> None:
+    """They come from a stream of their own, after the rest: a seed's world is the one it
+    named before, plus attributes on devices, pending claims and what those need."""
+    before = _Builder(seed, _SIZES["small"]).build()
+    after = generate(seed)
+    assert _without_added(after.objects)[: len(before.objects)] == before.objects
+    extra = after.objects[len(before.objects) :]
+    assert all(o["kind"] in ("DeviceClass", "Namespace") for o in extra), seed
+    assert after.pending[: len(before.pending)] == before.pending
+    assert before.features <= after.features
+
+
+def test_list_and_derived_attributes_are_in_many_worlds(worlds: list[World]) -> None:
+    """Not only present somewhere: in a good share of the worlds, and still there in the
+    worlds of the profiles whose API server holds them."""
+    share = Counter(f for w in worlds for f in w.features)
+    assert share["list-attribute"] >= 0.6 * len(worlds)
+    assert share["pending-derived"] >= 0.3 * len(worlds)
+    assert share["pending-list-cel"] >= 0.3 * len(worlds)
+    full = all_gates_on("1.37")
+    kept = [held(w.objects, w.pending, full) for w in worlds]
+    with_derived = sum(any("derivedAttributes" in json.dumps(c) for c in p) for _, p in kept)
+    assert with_derived >= 0.4 * len(worlds)
+    for profile in (make_profile("1.37"), make_profile("1.36"), all_gates_on("1.35")):
+        for w in worlds[:60]:
+            objs, pending = held(w.objects, w.pending, profile)
+            text = json.dumps(objs) + json.dumps(pending)
+            assert '"ints"' not in text and "derivedAttributes" not in text, w.seed
+            assert ".includes(" not in text and ".exists(" not in text, w.seed
+    lists_only = all_gates_on("1.36")
+    both = [held(w.objects, w.pending, lists_only) for w in worlds[:60]]
+    assert any('"ints"' in json.dumps(o) for o, _ in both)
+    assert not any("derivedAttributes" in json.dumps(p) for _, p in both)

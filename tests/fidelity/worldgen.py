@@ -1,4 +1,5 @@
-"""Seeded random DRA worlds that a Kubernetes v1.36 API server accepts.
+"""Seeded random DRA worlds that a Kubernetes v1.37 API server with every DRA gate accepts
+(apiserver.py holds them as the API servers of other releases and gate sets would).
 
 ``generate(seed)`` builds a small cluster state — Nodes, Namespaces, DeviceClasses,
 ResourceSlices, DeviceTaintRules and allocated ResourceClaims — plus pending claims to ask
@@ -9,7 +10,8 @@ capacity, dangling and inconsistent allocations. Every object stays within what 
 server validates (pkg/apis/resource/validation in v1.36.3): the point is that a real cluster
 can hold each world, so a differential run against the scheduler's allocator is meaningful.
 
-Only ``random.Random(seed)`` decides, so a seed names a world for good.
+Only ``random.Random(seed)`` decides, so a seed names a world for good; list-typed and
+derived attributes (worldgen_lists.py) are drawn from a stream of their own afterwards.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fidelity.worldgen_gated import add_gated
+from .worldgen_gated import add_gated
+from .worldgen_lists import LIST_FEATURES, with_lists
 
 Obj = dict[str, Any]
 
@@ -128,6 +131,8 @@ FEATURES: tuple[str, ...] = (
     "pending-fractional",
     "compatibility-groups",
     "skip-node-operations",
+    # list-typed and derived attributes, drawn apart (worldgen_lists.py)
+    *LIST_FEATURES,
 )
 
 
@@ -161,7 +166,9 @@ def generate(seed: int, size: str = "small") -> World:
     """The world named by ``seed``: same seed, same objects."""
     if size not in _SIZES:
         raise ValueError(f"unknown size {size!r}; choose one of {sorted(_SIZES)}")
-    return _Builder(seed, _SIZES[size]).build()
+    # List-typed and derived attributes come from a random stream of their own, after
+    # everything else: the objects the seed named before keep what they had.
+    return with_lists(_Builder(seed, _SIZES[size]).build())
 
 
 # --- quantities ----------------------------------------------------------------------------

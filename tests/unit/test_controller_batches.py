@@ -9,16 +9,21 @@ from typing import Any
 
 import pytest
 from builders import DRIVER, device, rslice
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.controller import metrics
 from draview.controller import reconcile as core
 from draview.controller.core import Controller, Settings
 from draview.controller.known import Known
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.writer import ObjKey, Writer, obj_key
+from draview.controller.writequeue import ObjKey, Ticket
+from draview.controller.writer import Writer, obj_key
 
 
 class RecordingWriter(Writer):
+    """The real hand-over and queue; each batch's pools are recorded, and its writes
+    succeed (remembered as written), fail or wait as the test says."""
+
     def __init__(self) -> None:
         super().__init__(None, TokenBucket(1000, 1000))  # type: ignore[arg-type]
         self.batches: list[list[str]] = []
@@ -31,18 +36,27 @@ class RecordingWriter(Writer):
     async def load(self) -> None:
         return None  # `known` is what the test put there
 
-    async def apply(
-        self, desired: Any, removed: Any, started: float | None = None
-    ) -> dict[ObjKey, float]:
+    def submit(
+        self, desired: Any, removed: Any, started: float | None = None, then: Any = None
+    ) -> Ticket:
         desired = list(desired)
         self.batches.append(sorted({o["spec"]["pool"] for o in desired}))
         self.removed = list(removed)
+        return super().submit(desired, self.removed, started, then)
+
+    async def put(self, obj: dict[str, Any]) -> bool:
         self.entered.set()
         if self.block is not None:
             await self.block.wait()
-        later = time.monotonic() + 60
-        failed = {obj_key(o): later for o in desired if o["spec"]["pool"] in self.fail}
-        return failed | {k: later for k in self.removed if k in self.fail_keys}
+        if obj["spec"]["pool"] in self.fail:
+            raise ApiException(status=503, reason="busy")
+        self.known[obj_key(obj)] = Known.of(obj)
+        return True
+
+    async def delete(self, key: ObjKey) -> None:
+        if key in self.fail_keys:
+            raise ApiException(status=503, reason="busy")
+        self.known.pop(key, None)
 
 
 def controller(*pools: str) -> tuple[Controller, RecordingWriter]:
@@ -99,6 +113,7 @@ async def test_a_failed_pool_backs_off_and_never_delays_another() -> None:
     ctl, writer = controller("fails", "fine")
     writer.fail = {"fails"}
     await ctl.worker.flush()
+    await writer.drain()
     assert (DRIVER, "fails") in ctl.queue.dirty and ctl.queue.due[
         (DRIVER, "fails")
     ] > time.monotonic()
@@ -120,23 +135,47 @@ async def test_a_failed_delete_is_retried_with_its_pool_once_due() -> None:
     assert ctl.queue.due[(DRIVER, "gone")] > time.monotonic()  # backing off, not forgotten
     writer.fail_keys = set()
     ctl.queue.due[(DRIVER, "gone")] = 0.0
+    writer.backoffs.clear()  # its backoff is over too
     await ctl.worker.flush()
-    assert writer.removed == [gone] and not ctl.queue.dirty
+    await writer.drain()
+    assert writer.removed == [gone] and not ctl.queue.dirty and gone not in writer.known
 
 
-async def test_a_batch_cancelled_at_shutdown_puts_its_pools_back() -> None:
+async def test_a_batch_cancelled_while_judged_puts_its_pools_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ctl, writer = controller("a", "b")
-    writer.block = asyncio.Event()
+    judging = asyncio.Event()
+
+    async def slow(keys: Any) -> Any:
+        judging.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(ctl.reconciler, "compute_in_steps", slow)
     batch = asyncio.create_task(ctl.worker.flush())
-    await writer.entered.wait()
+    await judging.wait()
     assert not ctl.queue.dirty  # taken off the dirty set for the batch
     batch.cancel()
     with pytest.raises(asyncio.CancelledError):
         await batch
     assert set(ctl.queue.dirty) == {(DRIVER, "a"), (DRIVER, "b")}
-    writer.block = None
+    monkeypatch.undo()
     assert not await ctl.worker.flush_due()  # the final flush writes them
     assert writer.batches[-1] == ["a", "b"] and not ctl.queue.dirty
+
+
+async def test_writes_cut_short_at_shutdown_put_their_pools_back() -> None:
+    ctl, writer = controller("a", "b")
+    writer.block = asyncio.Event()
+    await ctl.worker.flush()  # handed over: the writes wait in flight
+    await writer.entered.wait()
+    assert not ctl.queue.dirty
+    ctl.worker.interrupt()  # the shutdown deadline passed
+    assert set(ctl.queue.dirty) == {(DRIVER, "a"), (DRIVER, "b")}
+    assert not writer.queue and not writer.known
+    writer.block = None
+    assert not await ctl.worker.flush_due()  # a later flush writes them after all
+    assert len(writer.known) == 4 and not ctl.queue.dirty
 
 
 async def test_a_long_computation_lets_other_tasks_run() -> None:

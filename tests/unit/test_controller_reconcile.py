@@ -15,9 +15,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 class KeepingWriter(RecordingWriter):
-    async def apply(self, desired: Any, removed: Any, started: float | None = None) -> Any:
+    def submit(
+        self, desired: Any, removed: Any, started: float | None = None, then: Any = None
+    ) -> Any:
         self.objects = list(desired)
-        return await super().apply(self.objects, removed, started)
+        return super().submit(self.objects, removed, started, then)
 
 
 async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:

@@ -196,28 +196,37 @@ async def test_no_request_starts_once_the_fence_is_closed() -> None:
     }
 
 
-async def test_losing_leadership_cancels_writes_in_flight() -> None:
-    """A slow API: the controller's write task is cancelled by step_down."""
+async def test_losing_leadership_cancels_writes_in_flight_and_drops_those_waiting() -> None:
+    """A slow API: step_down cancels the request in flight; the object queued behind it
+    is never sent."""
     from draview.controller.core import Controller, Settings
 
     started = asyncio.Event()
+    cancelled: list[str] = []
 
     class SlowApi(FakeApi):
         def __getattr__(self, method: str) -> Any:
             async def call(*args: Any, **kw: Any) -> Any:
                 started.set()
-                await asyncio.sleep(3600)
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    cancelled.append(method)
+                    raise
 
             return call
 
-    ctl = Controller(Writer(SlowApi(), TokenBucket(1000, 1000)), Settings())  # type: ignore[arg-type]
+    writer = Writer(SlowApi(), TokenBucket(1000, 1000), concurrency=1)  # type: ignore[arg-type]
+    ctl = Controller(writer, Settings())
     ctl.leader = True
-    write = asyncio.create_task(ctl.worker._write(([named("a")], [])))
+    ticket = ctl.worker._hand_over(([named("a"), named("b")], []))
     await started.wait()
-    assert ctl.worker.inflight is not None
     ctl.worker.step_down()
-    assert await asyncio.wait_for(write, 1) == {}
-    assert ctl.worker.inflight is None
+    await asyncio.wait_for(ticket.wait(), 1)
+    await asyncio.sleep(0)
+    assert cancelled == ["create_cluster_custom_object"]  # a's create; b never started
+    assert set(ticket.failed) == {("resourcepoolstatuses", "a"), ("resourcepoolstatuses", "b")}
+    assert not writer.queue and not ctl.queue.dirty  # the new leader redoes them
 
 
 async def test_forbidden_writes_block_readiness_until_one_succeeds() -> None:

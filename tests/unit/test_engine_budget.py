@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES, cap_errors, fit_object, object_bytes
 
 NS = "n" * 63
@@ -86,3 +89,17 @@ def test_an_object_under_budget_is_returned_as_it_is() -> None:
 def test_cap_errors() -> None:
     assert cap_errors(["a", "b", "c"], 1) == ["a", "... and 2 more"]
     assert cap_errors(["a"], 1) == ["a"]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_object_bytes_is_the_size_of_the_request_body(value: Any) -> None:
+    """Measured on the text without encoding it (json.dumps escapes all but ASCII),
+    and without the encoder's cycle check: the same count as the encoded body."""
+    assert object_bytes(value) == len(json.dumps(value).encode())

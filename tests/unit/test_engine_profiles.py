@@ -110,7 +110,6 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "shareable",
         "pools_sorted",
         "search_resumes",
-        "distinct_attribute",
         "list_type_attributes",
         "node_slices_first",
         "shares_debit_counters",
@@ -120,17 +119,21 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         # 1.35's incubating GatherPools does not put their pools last.
         "binding_conditions",
         "binding_pools_last",
+        "includes_function",
     ]
     assert differences(make_profile("1.36")) == ["taint_rules", "list_type_attributes"]
     # 1.37 reads counter slices per node, counts static capacity for "all", works ranges
-    # in milli-units and skips slices with compatibility groups (alpha, off).
+    # in milli-units and skips slices with compatibility groups (alpha, off); its CEL
+    # reads list attributes whatever the gate, its constraints compare lists as sets only
+    # with the gate, and derived attributes need their own gate.
     assert differences(make_profile("1.37")) == [
-        "list_type_attributes",
         "counter_slices_everywhere",
         "shares_debit_once",
         "all_mode_static_capacity",
         "fractional_capacity_range",
         "compatibility_groups_skip_slices",
+        "distinct_every_device",
+        "derived_attributes_refused",
     ]
     assert differences(all_gates_on("1.37")) == [
         "counter_slices_everywhere",
@@ -140,6 +143,9 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "compatibility_groups",
         "node_operations_checked",
         "optional_node_operations",
+        "list_constraints",
+        "distinct_every_device",
+        "derived_attributes",
     ]
     assert "invalid_pool_is_node_local" in differences(make_profile("1.34"))
     assert differences(all_gates_on("1.36")) == []

@@ -139,7 +139,7 @@ def test_a_round_stops_at_its_budget_and_the_next_goes_on_from_there() -> None:
     clock = Clock()
     clock.now += 60
     ev = PendingClaimExplainer(threshold=30, clock=clock, timer=Timer())
-    claims = [pending(n) for n in ("a", "b", "c")]
+    claims = [pending(n, count) for n, count in (("a", 1), ("b", 2), ("c", 3))]
     # The timer moves 1 s per read and the budget is 1.5 s: two claims a round.
     first = ev.due(claims, results, w.classes, version=1, budget=1.5)
     assert [c.name for c, _ in first] == ["a", "b"]
@@ -155,3 +155,16 @@ def test_a_round_stops_at_its_budget_and_the_next_goes_on_from_there() -> None:
     # 2), so the next round starts at c, then a.
     ev.due(claims, results, w.classes, version=3, budget=1.5)
     assert ev._cursor == "default/a"
+
+
+def test_claims_that_ask_for_the_same_devices_cost_the_budget_once() -> None:
+    w = world(CLASS, rslice("s", [device("gpu-0")]), claim("c", result("gpu-0")))
+    clock = Clock()
+    clock.now += 60
+    ev = PendingClaimExplainer(threshold=30, clock=clock, timer=Timer())
+    alike = [pending(n) for n in ("a", "b", "c", "d")]
+    due = ev.due([*alike, pending("e", 2)], compute_world(w), w.classes, budget=0.5)
+    # The timer moves 1 s per read: one explanation (a's) for a to d, then the budget
+    # is past before e's.
+    assert [c.name for c, _ in due] == ["a", "b", "c", "d"]
+    assert len({m for _, m in due}) == 1

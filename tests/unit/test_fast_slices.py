@@ -72,6 +72,23 @@ def test_equal_values_are_shared_between_devices_and_slices() -> None:
         assert other.consumes_counters[0].counters is first.consumes_counters[0].counters
 
 
+def test_list_attributes_are_read_fast_and_shared() -> None:
+    """A NUMA or PCIe-root list repeats on every device of a node: one copy is kept."""
+    cache = Interner()
+    attrs = {
+        "numa": {"ints": [0, 1]},
+        "roots": {"strings": ["pci0000:00", "pci0000:80"]},
+        "odd": {"ints": [0, True]},  # a bool is no int: read, but not shared
+    }
+    objs = [rslice(n, [{"name": "d", "attributes": copy.deepcopy(attrs)}]) for n in "ab"]
+    a, b = (read_slice(o, cache) for o in objs)
+    assert a is not None and b is not None
+    assert repr(a) == repr(ResourceSlice.from_object(objs[0]))
+    assert b.devices[0].attributes["numa"] is a.devices[0].attributes["numa"]
+    assert b.devices[0].attributes["roots"] is a.devices[0].attributes["roots"]
+    assert b.devices[0].attributes["odd"] is not a.devices[0].attributes["odd"]
+
+
 def test_request_policies_are_read_fast_and_shared() -> None:
     """Shareable devices: a capacity map with a request policy is built by the models'
     own coercion and shared by every device that publishes the same one."""
@@ -157,3 +174,65 @@ def test_fast_objects_carry_every_model_field_in_order() -> None:
                 if fast is not None:
                     walk(fast)
     assert seen > 100
+
+
+def test_values_read_once_are_shared_only_with_equal_values_of_equal_types() -> None:
+    """Capacity maps and consumesCounters lists already read are found again by their
+    marshalled bytes: 1, True and 1.0 are equal in Python but not in a slice."""
+    policies = [{"validValues": [v]} for v in (1, True, 1.0, "1")]
+    devs = [
+        device(f"d-{i}", capacity={"c": {"value": "1", "requestPolicy": p}})
+        for i, p in enumerate(policies)
+    ]
+    devs += [device(f"e-{i}", counters={"cs": {"mem": "1"}}) for i in range(2)]
+    obj = rslice("m", devs, counter_sets={"cs": {"mem": "8"}})
+    cache = Interner()
+    fast = read_slice(obj, cache)
+    assert fast is not None
+    assert repr(fast) == repr(ResourceSlice.from_object(obj))
+    values = [d.capacity["c"].valid_values for d in fast.devices[:4]]
+    assert values == [("1",), ("True",), ("1",), ("1",)]
+    assert fast.devices[4].consumes_counters is fast.devices[5].consumes_counters
+    again = read_slice(rslice("n", devs, pool="other", counter_sets={"cs": {"mem": "8"}}), cache)
+    assert again is not None and again.devices[0].capacity is fast.devices[0].capacity
+
+
+def test_fast_devices_are_frozen_devices_with_every_slot_set() -> None:
+    """Built as their mutable twin and then made Devices: nothing of the twin remains."""
+    from draview.api.slices import Device, DeviceTwin
+
+    assert DeviceTwin.__slots__ == Device.__slots__
+    fast = read_slice(BASE, Interner())
+    assert fast is not None and fast.devices
+    for dev in fast.devices:
+        assert type(dev) is Device
+        assert [getattr(dev, n) for n in Device.names] == [
+            getattr(dev, f.name) for f in dataclasses.fields(Device)
+        ]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            dev.name = "changed"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("key", [1, True, 1.5, None])
+@pytest.mark.parametrize("where", ["attributes", "capacity", "counters", "counter set"])
+def test_yaml_keys_that_are_not_text_go_to_the_models(key: Any, where: str) -> None:
+    """YAML reads `1:` or `true:` as a key of another type; the models turn such names
+    into text (capacities, counters) or refuse them (attributes): the fast reader steps
+    aside rather than keep them as they are."""
+    obj = copy.deepcopy(BASE)
+    dev = obj["spec"]["devices"][0]
+    if where == "attributes":
+        dev["attributes"][key] = {"int": 1}
+    elif where == "capacity":
+        dev["capacity"][key] = {"value": "1"}
+    elif where == "counters":
+        dev["consumesCounters"][0]["counters"][key] = {"value": "1"}
+    else:
+        obj["spec"]["sharedCounters"][0]["counters"][key] = {"value": "1"}
+    assert read_slice(obj, Interner()) is None
+    models = _models(obj)
+    if models is None:
+        with pytest.raises(ValidationError):
+            slice_from_object(obj)
+    else:
+        assert repr(slice_from_object(obj)) == repr(models)

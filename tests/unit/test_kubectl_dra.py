@@ -105,6 +105,21 @@ def test_describe_slice_story1(capsys: pytest.CaptureFixture[str]) -> None:
     assert "State:  Available" in gpu3 and "memory:  80Gi" in gpu3.split("Available Capacity")[1]
 
 
+def test_describe_slice_shows_list_attributes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cpu = device("cpu-0", model="EPYC")
+    cpu["attributes"]["numaNodes"] = {"ints": [0, 1]}
+    cpu["attributes"]["smt"] = {"bool": True}
+    path = tmp_path / "cpus.yaml"
+    path.write_text(yaml.safe_dump({"kind": "List", "items": [rslice("cpus", [cpu])]}))
+    code, out, _ = run(capsys, "describe", "resourceslice", "cpus", "-f", str(path))
+    assert code == 0
+    attributes = out.split("      Attributes:\n")[1]
+    assert "        numaNodes:  [0, 1]" in attributes
+    assert "        model:      EPYC" in attributes and "        smt:        true" in attributes
+
+
 def test_describe_node_story2(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "describe", "node", "node-a", "-f", str(EX / "gpus.yaml"))
     assert code == 0

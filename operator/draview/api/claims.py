@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from draview.api.common import Model, as_str_map, cel_expressions, error_text
+from draview.api.common import Model, as_str_map, cel_expressions
 
 
 class Toleration(Model):
@@ -14,6 +14,14 @@ class Toleration(Model):
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+
+
+class DerivedAttribute(Model):
+    """A virtual attribute a request computes per device with CEL (DRADerivedAttributes,
+    1.37 alpha), read by the claim's constraints in place of a published attribute."""
+
+    name: str = ""
+    expression: str = ""
 
 
 class DeviceChoice(Model):
@@ -27,6 +35,12 @@ class DeviceChoice(Model):
     admin_access: bool = Field(False, alias="adminAccess")
     tolerations: tuple[Toleration, ...] = ()
     capacity_requests: dict[str, str] = Field(default_factory=dict)
+    derived_attributes: tuple[DerivedAttribute, ...] = Field((), alias="derivedAttributes")
+
+    @property
+    def derived(self) -> dict[str, str]:
+        """name -> expression, as the allocator keys them (the last of a name wins)."""
+        return {d.name: d.expression for d in self.derived_attributes}
 
     @model_validator(mode="before")
     @classmethod
@@ -38,7 +52,7 @@ class DeviceChoice(Model):
         cap = data.pop("capacity", None)
         if isinstance(cap, dict):
             data["capacity_requests"] = as_str_map(cap.get("requests"))
-        for key in ("adminAccess", "count", "tolerations"):
+        for key in ("adminAccess", "count", "tolerations", "derivedAttributes"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -113,11 +127,7 @@ class ResourceClaim(Model):
         status = obj.get("status") or {}
         allocation = status.get("allocation")
         results = ((allocation or {}).get("devices") or {}).get("results") or ()
-        reserved = tuple(
-            f"{r.get('resource', '')}/{r.get('name', '')}"
-            for r in status.get("reservedFor") or ()
-            if isinstance(r, dict)
-        )
+        reserved = reserved_for(status)
         return cls.model_validate(
             {
                 "uid": meta.get("uid") or "",
@@ -133,12 +143,21 @@ class ResourceClaim(Model):
         )
 
 
+def reserved_for(status: dict[str, Any]) -> tuple[str, ...]:
+    """`resource/name` of each consumer in status.reservedFor (both readers use this)."""
+    return tuple(
+        f"{r.get('resource', '')}/{r.get('name', '')}"
+        for r in status.get("reservedFor") or ()
+        if isinstance(r, dict)
+    )
+
+
 # What reading an object can raise besides pydantic's ValidationError (a ValueError): a
 # field of the wrong JSON type deep inside (a list where a map belongs).
 READ_ERRORS = (ValueError, TypeError, AttributeError, OverflowError)
 
 
-def _allocated_part(obj: dict[str, Any]) -> ResourceClaim | None:
+def allocated_part(obj: dict[str, Any]) -> ResourceClaim | None:
     """Only the claim's identity and the allocation results that can be read: the
     devices they name are taken whatever draview thinks of the rest of the claim."""
     meta = obj.get("metadata")
@@ -170,12 +189,3 @@ def _allocated_part(obj: dict[str, Any]) -> ResourceClaim | None:
         results=tuple(results),
         allocated=True,
     )
-
-
-def read_claim(obj: dict[str, Any]) -> tuple[ResourceClaim | None, str | None]:
-    """The claim and None; or, when it cannot be read, its allocated part (None if it has
-    none) and why. Offline and in the operator a damaged claim keeps its devices taken."""
-    try:
-        return ResourceClaim.from_object(obj), None
-    except READ_ERRORS as exc:
-        return _allocated_part(obj), error_text(exc)

@@ -14,23 +14,24 @@ accepts, it builds objects equal to what the models build (tests/unit check both
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+import marshal
+from typing import Any
 
-from draview.api.common import Model, in_int64, is_optional, to_capacity
+from draview.api.attrvalues import LISTS
+from draview.api.common import in_int64, is_optional, to_capacity
+from draview.api.construct import construct
 from draview.api.slices import (
     Capacity,
     CounterConsumption,
     CounterSet,
     Device,
+    DeviceTwin,
     Mixins,
     PoolRef,
     ResourceSlice,
     binding_of,
 )
 
-M = TypeVar("M", bound=Model)
-
-_setattr = object.__setattr__
 # Keys a plain device may carry. The binding failure conditions do not change what
 # draview computes; the models ignore them as well.
 _DEVICE_KEYS = frozenset(
@@ -50,42 +51,6 @@ _DEVICE_KEYS = frozenset(
 _NO_MIXINS = Mixins()
 
 
-def _construct(cls: type[M], values: dict[str, Any]) -> M:
-    """An instance from values already in their validated form.
-
-    What `model_construct` does, without its per-field alias lookups, for the models
-    still built here (Capacity and CounterConsumption, each distinct value once: the
-    Interner shares them). Fields not given take the model's default, so the models
-    stay the one declaration of each shape: a field added there needs no edit here
-    unless the fast reader reads it. Every instance shares one fields-set (pydantic copies it before
-    any change, and the models are frozen).
-    """
-    m = cls.__new__(cls)
-    _setattr(m, "__dict__", {**_DEFAULTS[cls], **values})
-    _setattr(m, "__pydantic_fields_set__", _FIELDS_SET[cls])
-    _setattr(m, "__pydantic_extra__", None)
-    _setattr(m, "__pydantic_private__", None)
-    return m
-
-
-def _defaults(cls: type[Model]) -> dict[str, Any]:
-    """Every field in the model's order with its default (required fields: None, always
-    given by the reader), built once; defaults are shared between instances like the
-    interned values (the engine never mutates what it reads)."""
-    out: dict[str, Any] = {}
-    for name, field in cls.model_fields.items():
-        if field.default_factory is not None:
-            out[name] = field.default_factory()  # type: ignore[call-arg]
-        else:
-            out[name] = None if field.is_required() else field.default
-    return out
-
-
-_MODELS = (Capacity, CounterConsumption)
-_FIELDS_SET: dict[type[Model], set[str]] = {cls: set(cls.model_fields) for cls in _MODELS}
-_DEFAULTS: dict[type[Model], dict[str, Any]] = {cls: _defaults(cls) for cls in _MODELS}
-
-
 class Interner:
     """Shares equal immutable values between the objects one reader builds.
 
@@ -102,6 +67,7 @@ class Interner:
         "policies",
         "sets",
         "strings",
+        "written",
     )
 
     def __init__(self) -> None:
@@ -113,6 +79,9 @@ class Interner:
         self.consumptions: dict[tuple[tuple[str, int], ...], tuple[CounterConsumption, ...]] = {}
         self.policies: dict[str, dict[str, Capacity]] = {}  # capacity maps with policies
         self.sets: dict[tuple[str, int], CounterSet] = {}  # (name, id of interned counters)
+        # A device's capacity map or consumesCounters list already read, by its kind and
+        # its value as marshal writes it (see _written).
+        self.written: dict[tuple[str, bytes], Any] = {}
 
     def clear(self) -> None:
         for table in self._tables():
@@ -130,10 +99,23 @@ class Interner:
             self.consumptions,
             self.policies,
             self.sets,
+            self.written,
         )
 
     def string(self, s: str) -> str:
         return self.strings.setdefault(s, s)
+
+
+def _written(kind: str, raw: Any) -> tuple[str, bytes] | None:
+    """A key for a raw value that shares what was read from an equal one: marshal's
+    bytes, which load back as the value itself with every type kept (a bool is no int),
+    so equal keys mean equal values (equal values may be written differently, which
+    only misses). One C call instead of walking the value; None when marshal cannot
+    write it (a YAML timestamp)."""
+    try:
+        return (kind, marshal.dumps(raw))
+    except ValueError:
+        return None
 
 
 def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
@@ -146,8 +128,10 @@ def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
     except (AttributeError, TypeError, KeyError):
         return None  # not a map, an entry without value, or an unhashable value
     if found is None:
-        # Only maps whose every value is text enter the table, so a hit needs no check.
-        if not all(type(q) is str for _, q in key):
+        # Only maps whose every name and value is text enter the table (YAML can key a
+        # map by 1 or true, which the models turn into "1" and "True"), so a hit needs
+        # no check.
+        if not all(type(n) is str and type(q) is str for n, q in key):
             return None
         found = cache.counters[key] = dict(key)
     return found
@@ -155,6 +139,16 @@ def _counter_map(raw: Any, cache: Interner) -> dict[str, str] | None:
 
 def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     """{name: {value: q}} as shared Capacity models; a requestPolicy goes to the models."""
+    written = _written("capacity", raw)
+    found = cache.written.get(written) if written is not None else None
+    if found is None:
+        found = _read_capacity_map(raw, cache)
+        if found is not None and written is not None:
+            cache.written[written] = found
+    return found
+
+
+def _read_capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     try:
         key = tuple([(name, q["value"]) for name, q in raw.items() if len(q) == 1])
         found = cache.capacities.get(key)
@@ -163,10 +157,10 @@ def _capacity_map(raw: Any, cache: Interner) -> dict[str, Capacity] | None:
     if len(key) != len(raw):
         return _policy_map(raw, cache)
     if found is None:
-        if not all(type(q) is str for _, q in key):
-            return None
+        if not all(type(n) is str and type(q) is str for n, q in key):
+            return None  # as for counters: text only
         found = cache.capacities[key] = {
-            name: _construct(Capacity, {"value": value}) for name, value in key
+            name: construct(Capacity, {"value": value}) for name, value in key
         }
     return found
 
@@ -197,21 +191,44 @@ def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
     table = cache.attributes
     strings = cache.strings
     for name, value in raw.items():
+        if type(name) is not str:
+            return None  # a YAML key such as 1 or true: the models refuse it
         if type(value) is dict and len(value) == 1:
             ((kind, v),) = value.items()
-            key = (kind, type(v), v) if type(v) in (str, int, bool) else None
-            if key is not None:
-                shared = table.get(key)
-                if shared is None:
-                    shared = table[key] = value
-                value = shared
+            kept = type(v)
+            if kept is str or kept is int or kept is bool:
+                value = table.setdefault((kind, kept, v), value)
+            elif kept is list:
+                key = _list_key(kind, v)
+                if key is not None:
+                    value = table.setdefault(key, value)
         out[strings.setdefault(name, name)] = value
     return out
+
+
+def _list_key(kind: str, values: list[Any]) -> tuple[str, type, Any] | None:
+    """A list attribute ({strings: [...]}) is shared like a scalar one, by its values:
+    a NUMA or PCIe-root list repeats on every device of a node. Only a list whose
+    elements all have its kind's type (a bool is no int), so equal keys mean equal lists."""
+    element = LISTS.get(kind)
+    if element is None or not values or not all(type(x) is element for x in values):
+        return None
+    return (kind, list, tuple(values))
 
 
 def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:
     """A device's consumesCounters, shared whole: the placements of a thousand MIG nodes
     debit the same few dozen lists (by counter set name and counters)."""
+    written = _written("consumes", raw)
+    found = cache.written.get(written) if written is not None else None
+    if found is None:
+        found = _read_consumptions(raw, cache)
+        if found is not None and written is not None:
+            cache.written[written] = found
+    return found
+
+
+def _read_consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] | None:
     if type(raw) is not list:
         return None
     parts: list[tuple[str, dict[str, str]]] = []
@@ -229,14 +246,14 @@ def _consumptions(raw: Any, cache: Interner) -> tuple[CounterConsumption, ...] |
     found = cache.consumptions.get(key)
     if found is None:
         found = cache.consumptions[key] = tuple(
-            _construct(CounterConsumption, {"counters": m, "counter_set": cache.string(name)})
+            construct(CounterConsumption, {"counters": m, "counter_set": cache.string(name)})
             for name, m in parts
         )
     return found
 
 
 def _device(raw: Any, cache: Interner) -> Device | None:
-    if type(raw) is not dict or raw.keys() - _DEVICE_KEYS:
+    if type(raw) is not dict or not raw.keys() <= _DEVICE_KEYS:
         return None
     name = raw.get("name")
     if type(name) is not str:
@@ -264,8 +281,8 @@ def _device(raw: Any, cache: Interner) -> Device | None:
     binds = raw.get("bindsToNode", False)
     if conditions is None or type(binds) is not bool:
         return None
-    return Device(
-        cache.string(name),
+    built: Device = DeviceTwin(
+        cache.strings.setdefault(name, name),
         attributes,
         capacity,
         consumes,
@@ -276,6 +293,8 @@ def _device(raw: Any, cache: Interner) -> Device | None:
         all_nodes,
         binding=binding_of(conditions, binds),
     )
+    built.__class__ = Device  # filled: now the frozen Device (see slices.DeviceTwin)
+    return built
 
 
 def _strings(raw: Any, cache: Interner) -> tuple[str, ...] | None:

@@ -8,8 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from draview.api.claims import READ_ERRORS, ResourceClaim, read_claim
+from draview.api.claims import READ_ERRORS, ResourceClaim
 from draview.api.common import clip, error_text, text_of
+from draview.api.fastclaim import read_claim
 from draview.api.fastslice import Interner, slice_from_object
 from draview.api.nodes import NodeInfo
 from draview.api.slices import ResourceSlice

@@ -4,6 +4,8 @@
 Attribute and capacity names without a domain belong to the driver's domain. Looking up a
 domain the device has nothing in gives an empty map, so `device.attributes['x.io'].a`
 is a runtime error (missing key) while `'a' in device.attributes['x.io']` is false.
+List-typed attributes are lists where the profile's CEL library reads them, and otherwise
+make every selector on their device fail, as the scheduler's do.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from celpy import celtypes
 
+from draview.api.attrvalues import ELEMENT, LISTS, SCALARS, typed
 from draview.api.names import split_name
 from draview.api.slices import Device
 from draview.cel.values import CelQuantity, CelSemver, CelValueError
@@ -28,35 +31,50 @@ class DomainMap(celtypes.MapType):
             return celtypes.MapType({})
 
 
+# How CEL sees a list-typed attribute ({strings: [...]}), per profile (engine/rules.py:
+# list_type_attributes, includes_function).
+LISTS_EXPOSED = "exposed"  # a list value (1.36 with DRAListTypeAttributes, 1.37)
+LISTS_REFUSED = "refused"  # an error for any selector on the device; includes() known (1.36)
+LISTS_ABSENT = "absent"  # the same error, and no includes() at all (1.34, 1.35)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceInput:
-    """What a selector can see of one device."""
+    """What a selector can see of one device, and how it sees list attributes."""
 
     driver: str
     device: Device
+    lists: str = LISTS_EXPOSED
 
 
-def _attribute(raw: Any) -> Any:
-    if isinstance(raw, dict):
-        if "string" in raw:
-            return celtypes.StringType(str(raw["string"]))
-        if "bool" in raw:
-            return celtypes.BoolType(bool(raw["bool"]))
-        if "int" in raw:
-            return celtypes.IntType(int(raw["int"]))
-        if "version" in raw:
-            try:
-                return CelSemver.parse(str(raw["version"]))
-            except CelValueError:
-                return None
-        return None
-    if isinstance(raw, bool):
-        return celtypes.BoolType(raw)
-    if isinstance(raw, int):
-        return celtypes.IntType(raw)
-    if isinstance(raw, str):
-        return celtypes.StringType(raw)
-    return None
+class UnsupportedAttribute(CelValueError):
+    """An attribute CEL cannot hold: the scheduler fails every selector on the device."""
+
+
+def _scalar(kind: str, value: Any) -> Any:
+    if kind == "string":
+        return celtypes.StringType(value)
+    if kind == "bool":
+        return celtypes.BoolType(value)
+    if kind == "int":
+        return celtypes.IntType(value)
+    return CelSemver.parse(value)  # version; CelValueError when it is no semver
+
+
+def _attribute(name: str, raw: Any, lists: str) -> Any:
+    """The CEL value of one attribute, as getAttributeValue (dynamic-resource-allocation
+    cel/compile.go) builds it: a list only where the profile's library reads list values,
+    an error for anything it cannot read."""
+    kind, value = typed(raw)
+    try:
+        if kind in SCALARS:
+            return _scalar(kind, value)
+        if kind in LISTS and lists == LISTS_EXPOSED:
+            element = ELEMENT[kind]
+            return celtypes.ListType([_scalar(element, v) for v in value])
+    except CelValueError as exc:
+        raise UnsupportedAttribute(f"attribute {name}: {exc}") from None
+    raise UnsupportedAttribute(f"attribute {name}: unsupported attribute value")
 
 
 def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
@@ -72,8 +90,10 @@ def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
 
 
 def device_activation(inp: DeviceInput) -> celtypes.MapType:
+    """The `device` variable; raises UnsupportedAttribute for an attribute CEL cannot
+    hold (every attribute is converted, whichever the expression reads)."""
     dev = inp.device
-    attributes = {name: _attribute(raw) for name, raw in dev.attributes.items()}
+    attributes = {name: _attribute(name, raw, inp.lists) for name, raw in dev.attributes.items()}
     capacity: dict[str, Any] = {}
     for name, cap in dev.capacity.items():
         try:

@@ -17,8 +17,17 @@ import lark
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from draview.cel.device import DeviceInput, device_activation
+from draview.api.attrvalues import Typed
+from draview.cel.derived import as_attribute
+from draview.cel.device import (
+    LISTS_ABSENT,
+    LISTS_EXPOSED,
+    DeviceInput,
+    UnsupportedAttribute,
+    device_activation,
+)
 from draview.cel.library import BUILTINS, FUNCTIONS
+from draview.cel.values import CelValueError
 
 
 class CelCompileError(ValueError):
@@ -64,19 +73,30 @@ def _called_names(tree: lark.Tree[Any]) -> set[str]:
     return names
 
 
+def _attribute_of(value: Any) -> Typed | CelRuntimeError:
+    try:
+        return as_attribute(value)
+    except CelValueError as exc:
+        return CelRuntimeError(str(exc))
+
+
 class CelEngine:
     """Compiles once per expression, evaluates once per (expression, device key)."""
 
     def __init__(self, max_results: int = 200_000) -> None:
         self._env = celpy.Environment()
-        self._programs: dict[str, celpy.Runner | CelCompileError] = {}
+        self._programs: dict[str, tuple[celpy.Runner, frozenset[str]] | CelCompileError] = {}
         self._results: dict[tuple[str, Hashable], EvalResult] = {}
-        self._activations: dict[Hashable, celtypes.MapType] = {}
+        self._values: dict[tuple[str, Hashable], Typed | CelRuntimeError] = {}
+        self._activations: dict[Hashable, celtypes.MapType | CelRuntimeError] = {}
         self._max = max_results
         self.evaluations = 0  # for tests: how many evaluations were not cached
 
     def compile(self, expression: str) -> celpy.Runner:
         """The program for an expression; raises CelCompileError like the API server."""
+        return self._program(expression)[0]
+
+    def _program(self, expression: str) -> tuple[celpy.Runner, frozenset[str]]:
         cached = self._programs.get(expression)
         if cached is None:
             cached = self._compile(expression)
@@ -85,50 +105,110 @@ class CelEngine:
             raise cached
         return cached
 
-    def _compile(self, expression: str) -> celpy.Runner | CelCompileError:
+    def _compile(self, expression: str) -> tuple[celpy.Runner, frozenset[str]] | CelCompileError:
         try:
             ast = self._env.compile(expression)
         except Exception as exc:  # celpy raises parser errors of several kinds
             return CelCompileError(f"syntax error: {_short(exc)}")
-        unknown = sorted(_called_names(ast) - BUILTINS - FUNCTIONS.keys())
+        called = _called_names(ast)
+        unknown = sorted(called - BUILTINS - FUNCTIONS.keys())
         if unknown:
             return CelCompileError(f"undeclared reference to {', '.join(unknown)}")
-        return self._env.program(ast, FUNCTIONS)
+        return self._env.program(ast, FUNCTIONS), frozenset(called)
+
+    def _runnable(self, expression: str, inp: DeviceInput) -> celpy.Runner:
+        program, called = self._program(expression)
+        if inp.lists == LISTS_ABSENT and "includes" in called:
+            # Releases before list-typed attributes (1.34, 1.35) do not declare it.
+            raise CelCompileError("undeclared reference to includes")
+        return program
+
+    @staticmethod
+    def _key(inp: DeviceInput, key: Hashable) -> Hashable:
+        # How lists are seen changes the activation; the common case keeps the plain key.
+        return key if key is None or inp.lists == LISTS_EXPOSED else (inp.lists, key)
+
+    def _activation(self, inp: DeviceInput, key: Hashable) -> celtypes.MapType | CelRuntimeError:
+        activation = self._activations.get(key) if key is not None else None
+        if activation is None:
+            try:
+                activation = device_activation(inp)
+            except UnsupportedAttribute as exc:
+                activation = CelRuntimeError(str(exc))
+            if key is not None:
+                self._activations[key] = activation
+        return activation
+
+    def _run(self, program: celpy.Runner, activation: celtypes.MapType) -> Any:
+        """The expression's value; CelRuntimeError for what the scheduler reports as a
+        runtime error."""
+        self.evaluations += 1
+        try:
+            value = program.evaluate({"device": activation})
+        except CELEvalError as exc:
+            return CelRuntimeError(_short(exc))
+        except (TypeError, ValueError, KeyError, RecursionError) as exc:
+            return CelRuntimeError(_short(exc))
+        if isinstance(value, CELEvalError):
+            return CelRuntimeError(_short(value))
+        return value
+
+    def _remember(
+        self, table: dict[tuple[str, Hashable], Any], entry: tuple[str, Hashable], result: Any
+    ) -> None:
+        if len(self._results) + len(self._values) >= self._max:
+            self._results.clear()
+            self._values.clear()
+            self._activations.clear()
+        table[entry] = result
 
     def evaluate(self, expression: str, inp: DeviceInput, key: Hashable = None) -> EvalResult:
         """True/False, or a CelRuntimeError; raises CelCompileError for a bad expression.
 
         `key` identifies the device at its pool generation; None disables caching.
         """
-        program = self.compile(expression)
+        program = self._runnable(expression, inp)
+        key = self._key(inp, key)
         if key is not None:
             hit = self._results.get((expression, key))
             if hit is not None:
                 return hit
-        activation = self._activations.get(key) if key is not None else None
-        if activation is None:
-            activation = device_activation(inp)
-            if key is not None:
-                self._activations[key] = activation
-        self.evaluations += 1
-        try:
-            value = program.evaluate({"device": activation})
-        except CELEvalError as exc:
-            result: EvalResult = CelRuntimeError(_short(exc))
-        except (TypeError, ValueError, KeyError, RecursionError) as exc:
-            result = CelRuntimeError(_short(exc))
+        activation = self._activation(inp, key)
+        if isinstance(activation, CelRuntimeError):
+            result: EvalResult = activation
         else:
-            if isinstance(value, CELEvalError):
-                result = CelRuntimeError(_short(value))
+            value = self._run(program, activation)
+            if isinstance(value, CelRuntimeError):
+                result = value
             elif isinstance(value, celtypes.BoolType):
                 result = bool(value)
             else:
                 result = CelRuntimeError(f"expression returned {type(value).__name__}, not bool")
         if key is not None:
-            if len(self._results) >= self._max:
-                self._results.clear()
-                self._activations.clear()
-            self._results[(expression, key)] = result
+            self._remember(self._results, (expression, key), result)
+        return result
+
+    def derive(
+        self, expression: str, inp: DeviceInput, key: Hashable = None
+    ) -> Typed | CelRuntimeError:
+        """A derived attribute's value on the device (DRADerivedAttributes): what the
+        expression returns as an attribute would hold it, or why it cannot be one.
+        Raises CelCompileError for a bad expression."""
+        program = self._runnable(expression, inp)
+        key = self._key(inp, key)
+        if key is not None:
+            hit = self._values.get((expression, key))
+            if hit is not None:
+                return hit
+        activation = self._activation(inp, key)
+        result: Typed | CelRuntimeError
+        if isinstance(activation, CelRuntimeError):
+            result = activation
+        else:
+            value = self._run(program, activation)
+            result = value if isinstance(value, CelRuntimeError) else _attribute_of(value)
+        if key is not None:
+            self._remember(self._values, (expression, key), result)
         return result
 
     def matches_all(

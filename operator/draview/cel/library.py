@@ -13,6 +13,7 @@ from typing import Any
 
 from celpy import celtypes
 
+from draview.cel.equality import includes, op_eq, op_in, op_ne
 from draview.cel.values import CelQuantity, CelSemver, CelValueError
 
 Fn = Callable[..., Any]
@@ -296,6 +297,13 @@ FUNCTIONS: dict[str, Fn] = {
     "max": _max,
     "find": _find,
     "findAll": _find_all,
+    # Kubernetes' list library and DRAListTypeAttributes (1.36+; cel/env.py keeps it from
+    # the releases without it).
+    "includes": includes,
+    # cel-go's equality: values of different types are unequal, not an error.
+    "_==_": op_eq,
+    "_!=_": op_ne,
+    "_in_": op_in,
 }
 
 # Names cel-python provides itself, and macros; together with FUNCTIONS everything a

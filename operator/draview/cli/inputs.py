@@ -19,7 +19,14 @@ from typing import Any, BinaryIO
 import yaml
 
 from draview.api.world import iter_objects
-from draview.cli.limits import DEFAULT_LIMITS, LimitExceeded, Limits, bounded_loader, check_depth
+from draview.cli.limits import (
+    DEFAULT_LIMITS,
+    LimitExceeded,
+    Limits,
+    bounded_loader,
+    check_depth,
+    text_nesting,
+)
 
 _decoder = json.JSONDecoder()
 # The C string scanner json itself uses; typeshed does not list it.
@@ -53,9 +60,13 @@ def _decode(text: str, pos: int, max_depth: int, depth: int = 1) -> tuple[Any, i
         raise LimitExceeded(f"nested deeper than {max_depth} levels (--max-depth)") from None
     # Nesting is never deeper than the number of containers, which the C string search
     # counts (brackets inside strings too: an upper bound). Items with few, such as
-    # claims, need no walk: the walk was a fifth of the streamed load of a large dump.
-    if depth + text.count("{", pos, end) + text.count("[", pos, end) > max_depth:
-        check_depth(value, max_depth, depth)
+    # claims, need nothing more; larger ones (slices) are measured on their text, and
+    # walked only when that cannot tell (the walk was a fifth of the streamed load).
+    allowed = max_depth - depth + 1  # containers the value may nest
+    if text.count("{", pos, end) + text.count("[", pos, end) > allowed:
+        nesting = text_nesting(text, pos, end, allowed)
+        if nesting is None or nesting > allowed:
+            check_depth(value, max_depth, depth)
     return value, end
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -29,7 +29,8 @@ from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.engine.model import PoolKey
 from draview.engine.pool import PoolResult
-from draview.explain import DeviceIndex, Explainer
+from draview.explain import Catalog, Explainer
+from draview.explain.steps import Steps, finish
 
 log = logging.getLogger("draview.events")
 
@@ -55,6 +56,12 @@ def claim_key(claim: ResourceClaim) -> str:
     return claim.uid or claim.key
 
 
+# The pools an explanation reads: as a list (built into a catalog for the round) or a
+# catalog, or a function that makes either, or the steps that bring a catalog up to date.
+Pools = Sequence[PoolResult] | Catalog
+Results = Pools | Callable[[], Pools | Steps[Catalog]]
+
+
 class PendingClaimExplainer:
     """Remembers the last explanation sent per claim so each change is sent once.
 
@@ -63,7 +70,10 @@ class PendingClaimExplainer:
     which blocked the operator's event loop. So a round is skipped when nothing an
     explanation reads has changed since every due claim was explained (`version`), and
     stops after `budget` seconds, the rest of the claims explained in the next rounds
-    (claims never explained first, then on from where the last round stopped)."""
+    (claims never explained first, then on from where the last round stopped). Claims
+    that ask for the same devices (the same requests and constraints: pods of one
+    template) are explained once per round. A round is made in steps (`round`), so that
+    the operator lets other work run in between."""
 
     def __init__(
         self,
@@ -83,15 +93,73 @@ class PendingClaimExplainer:
     def due(
         self,
         claims: Iterable[ResourceClaim],
-        results: Sequence[PoolResult] | Callable[[], Sequence[PoolResult]],
+        results: Results,
         classes: Iterable[DeviceClass],
         rules: Sequence[DeviceTaintRule] = (),
         version: Hashable | None = None,
         budget: float | None = None,
     ) -> list[tuple[ResourceClaim, str]]:
-        """`results`, or what makes them: asked only when some claim is to be explained.
-        `version`: changes whenever pools, claims, classes or rules do (None: always
-        explain); `budget`: seconds of explaining per round (None: every due claim)."""
+        """A whole round at once (see `round`)."""
+        return finish(self.round(claims, results, classes, rules, version, budget))
+
+    def round(
+        self,
+        claims: Iterable[ResourceClaim],
+        results: Results,
+        classes: Iterable[DeviceClass],
+        rules: Sequence[DeviceTaintRule] = (),
+        version: Hashable | None = None,
+        budget: float | None = None,
+    ) -> Steps[list[tuple[ResourceClaim, str]]]:
+        """The claims due a new Event, with it. `results`: the pools, or the steps that
+        bring a catalog of them up to date (asked only when some claim is to be
+        explained). `version`: changes whenever pools, claims, classes or rules do (None:
+        always explain); `budget`: seconds of explaining per round (None: every due
+        claim)."""
+        pending = self._pending(claims)
+        if not pending:
+            self._settled = version
+            return []
+        last = self.last
+        if (
+            version is not None
+            and version == self._settled
+            and all(claim_key(c) in last for c in pending)
+        ):
+            return []  # every due claim's explanation is still what was last sent
+        if callable(results):
+            made = results()
+            results = (yield from made) if isinstance(made, Generator) else made
+        catalog = results if isinstance(results, Catalog) else Catalog.build(results, rules)
+        by_name = {c.name: c for c in classes}
+        out: list[tuple[ResourceClaim, str]] = []
+        started = self.timer()
+        done = 0
+        # (verdict, summary) per kind of claim: what explaining a claim says depends only
+        # on what it asks for (its name appears nowhere in it), and costs no budget again.
+        same: dict[str, tuple[str, str]] = {}
+        for claim in self._order(pending):
+            kind = claim.model_dump_json(include={"requests", "constraints"})
+            found = same.get(kind)
+            if found is None:
+                if budget is not None and done and self.timer() - started > budget:
+                    break
+                found = yield from self._explain(claim, catalog, by_name, rules)
+                same[kind] = found
+            verdict, summary = found
+            done += 1
+            self._cursor = claim.key
+            key = claim_key(claim)
+            if last.get(key) == summary:
+                continue
+            last[key] = summary
+            if verdict in WARN_VERDICTS:
+                out.append((claim, summary))
+        self._settled = version if done == len(pending) else None
+        return out
+
+    def _pending(self, claims: Iterable[ResourceClaim]) -> list[ResourceClaim]:
+        """Unallocated claims past the threshold; forgets the rest."""
         now = self.clock()
         pending: list[ResourceClaim] = []
         seen: set[str] = set()
@@ -106,37 +174,26 @@ class PendingClaimExplainer:
                 pending.append(claim)
         for key in set(self.last) - seen:
             del self.last[key]  # allocated or deleted: a later failure is news again
-        if not pending:
-            self._settled = version
-            return []
-        last = self.last
-        if (
-            version is not None
-            and version == self._settled
-            and all(claim_key(c) in last for c in pending)
-        ):
-            return []  # every due claim's explanation is still what was last sent
-        if callable(results):
-            results = results()
-        index = DeviceIndex.build(results, rules)
-        by_name = {c.name: c for c in classes}
-        out: list[tuple[ResourceClaim, str]] = []
-        started = self.timer()
-        done = 0
-        for claim in self._order(pending):
-            if budget is not None and done and self.timer() - started > budget:
-                break
-            exp = self.explainer.explain(claim, index, by_name, results=results, rules=rules)
-            done += 1
-            self._cursor = claim.key
-            key = claim_key(claim)
-            if last.get(key) == exp.summary:
-                continue
-            last[key] = exp.summary
-            if exp.verdict in WARN_VERDICTS:
-                out.append((claim, exp.summary))
-        self._settled = version if done == len(pending) else None
-        return out
+        return pending
+
+    def _explain(
+        self,
+        claim: ResourceClaim,
+        catalog: Catalog,
+        classes: Mapping[str, DeviceClass],
+        rules: Sequence[DeviceTaintRule],
+    ) -> Steps[tuple[str, str]]:
+        """(verdict, summary) of the claim's explanation."""
+        exp = yield from self.explainer.explain_steps(
+            claim,
+            catalog.devices,
+            classes,
+            results=catalog.results.values(),
+            rules=rules,
+            gather=catalog.gather,
+            shaky=catalog.shaky,
+        )
+        return exp.verdict, exp.summary
 
     def _order(self, pending: list[ResourceClaim]) -> list[ResourceClaim]:
         """Claims never explained first, then on from the one explained last."""
@@ -226,6 +283,10 @@ async def post_event(
 
 INCOMPLETE = "PoolIncomplete"
 _TOKEN = re.compile(r"[^\s,:;'\"()\[\]]+")
+# Pools looked at between two steps of a pass.
+POOLS_PER_STEP = 512
+# A pool's slices, name -> (uid, device and counter-set names), or what makes them.
+PoolSlices = Mapping[str, tuple[str, set[str]]] | Callable[[], Mapping[str, tuple[str, set[str]]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,16 +350,23 @@ class SliceProblemReporter:
             problems.append(f"{INCOMPLETE}: {complete.get('message', '')}")
         return problems
 
-    def due(
-        self,
-        pools: Iterable[tuple[PoolResult, Mapping[str, tuple[str, set[str]]]]],
-    ) -> list[SliceEvent]:
-        """Events not yet posted, for (result, pool_slices(result, …)) of every pool."""
+    def due(self, pools: Iterable[tuple[PoolResult, PoolSlices]]) -> list[SliceEvent]:
+        """A whole pass at once (see `round`)."""
+        return finish(self.round(pools))
+
+    def round(self, pools: Iterable[tuple[PoolResult, PoolSlices]]) -> Steps[list[SliceEvent]]:
+        """Events not yet posted, for (result, pool_slices(result, …)) of every pool, or
+        a function that makes that, called only for a pool with a problem (most have
+        none, and naming every device of every pool was most of a pass)."""
         wanted: dict[tuple[str, str], SliceEvent] = {}
         seen: set[PoolKey] = set()
-        for result, slices in pools:
+        for i, (result, of) in enumerate(pools):
+            if i % POOLS_PER_STEP == 0:
+                yield
             seen.add(result.key)
-            for problem in self._problems(result):
+            problems = self._problems(result)
+            slices = (of() if callable(of) else of) if problems else {}
+            for problem in problems:
                 reason = problem.split(":", 1)[0] if ":" in problem else "PoolInvalid"
                 for name in _targets(problem, slices):
                     uid = slices[name][0]

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from draview.api.claims import read_claim
+from draview.api.fastclaim import read_claim
 from draview.api.fastslice import Interner, slice_from_object
 from draview.api.nodes import NodeInfo
 from draview.api.taints import DeviceClass, DeviceTaintRule

@@ -64,10 +64,12 @@ async def shutdown(
     tasks: list[asyncio.Task[Any]],
     deadline: float,
 ) -> None:
-    """The shutdown order: stop new work (pools taken for a batch but not written go back
-    to the queue); flush them within `deadline` seconds, the elector still renewing (without it
-    the fence would close at the renew deadline and cut the flush short); then hand the
-    Lease over, and give kopf a few seconds to end."""
+    """The shutdown order: stop new work (pools taken for a batch but not judged go back
+    to the queue); judge them and wait for every write handed over, within `deadline`
+    seconds, the elector still renewing (without it the fence would close at the renew
+    deadline and cut the flush short); past it, cancel the writes left (their pools go back
+    on the queue, for the next leader); then hand the Lease over, and give kopf a few
+    seconds to end."""
     keep = ("kopf", "leader")
     running = [t for t in tasks if not t.done() and t.get_name() not in keep]
     for t in running:
@@ -76,9 +78,10 @@ async def shutdown(
     queue = ctl.queue
     try:
         async with asyncio.timeout(deadline):
-            while ctl.role.leader and queue.dirty and await ctl.worker.flush_due():
+            while ctl.role.leader and await ctl.worker.flush_due():
                 pass
     except TimeoutError:
+        ctl.worker.interrupt()
         log.warning(
             "shutdown deadline passed; the next leader writes the rest",
             extra={"pools": len(queue.dirty)},

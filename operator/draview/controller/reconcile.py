@@ -23,7 +23,8 @@ from draview.api.taints import DeviceTaintRule
 from draview.controller import metrics
 from draview.controller.nodes import NodeIndex
 from draview.controller.store import Store
-from draview.controller.writer import ObjKey, Writer, obj_key
+from draview.controller.writequeue import ObjKey
+from draview.controller.writer import Writer, obj_key
 from draview.engine.aborts import InvalidPools
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
 from draview.engine.model import EngineOptions, PoolKey
@@ -140,6 +141,9 @@ class Reconciler:
         # Judgements made (and pools forgotten) so far: explanations of pending claims
         # read the results, and need not be made again while this stays the same.
         self.judged = 0
+        # Per pool, the count above when it was last judged: what explanations unpack
+        # and index again (explanations.CatalogSync) is the pools whose stamp moved.
+        self.stamps: dict[PoolKey, int] = {}
         # 1.34: the invalid pools nodes gather refuse devices of every pool; when they
         # change, every pool is judged again (take_rejudge_all).
         self.invalid = InvalidPools()
@@ -224,12 +228,17 @@ class Reconciler:
             )
         self._report(key, result)
         self.judged += 1
+        self.stamps[key] = self.judged
         self.results[key] = _lean(result)
         self._packed[key] = _Packed.of(result)
         return objs
 
+    def full_result(self, key: PoolKey) -> PoolResult | None:
+        """A pool's latest judgement with its status bodies (what `why` reads)."""
+        lean = self.results.get(key)
+        return None if lean is None else self._packed[key].unpack(lean)
+
     def full_results(self) -> list[PoolResult]:
-        """Every pool's latest judgement with its status bodies (what `why` reads)."""
         return [self._packed[k].unpack(r) for k, r in self.results.items()]
 
     def _own(self, key: PoolKey, objs: list[dict[str, Any]]) -> list[ObjKey]:
@@ -256,6 +265,7 @@ class Reconciler:
         self.pool_errors.pop(key, None)
         self.results.pop(key, None)
         self._packed.pop(key, None)
+        self.stamps.pop(key, None)
         self.broken.discard(key)
         metrics.forget_pool(key)
         return self.pool_objects.pop(key, set())
@@ -282,3 +292,4 @@ class Reconciler:
         self.invalid = InvalidPools()  # pools may go while this replica stands by
         self.results.clear()
         self._packed.clear()
+        self.stamps.clear()

@@ -1,9 +1,11 @@
 """The worker: takes due pool keys off the queue, has them judged (reconcile.py) and hands
 what changed to the writer; a full sync judges every pool and prunes orphans.
 
-One writer at a time: a full sync and a batch must not interleave, or an older judgement
-could land after a newer one. Only the leader writes; losing the Lease cancels the write
-in flight.
+A batch is handed over, not waited for: the next one is judged while its writes are in
+flight (the writer keeps each object's writes in order, the newest body winning). One
+judge at a time: a full sync and a batch never interleave, so that objects are handed
+over in the order they were judged. Only the leader writes; losing the Lease cancels the
+writes in flight and drops those waiting.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Any
 
 from draview.controller import metrics
 from draview.controller.known import Known
 from draview.controller.queue import PoolQueue, Role
 from draview.controller.reconcile import Judged, Reconciler
-from draview.controller.writer import PLURALS, ObjKey, Writer, obj_key
+from draview.controller.writequeue import ObjKey, Ticket
+from draview.controller.writer import PLURALS, Writer, obj_key
 from draview.engine.model import PoolKey
 from draview.engine.objects import pool_object_name
 
@@ -34,12 +36,11 @@ class Worker:
         self.role: Role = queue.role
         self.reconciler = reconciler
         self.writer = writer
-        # The write under way (a batch or a full sync): cancelled when leadership is lost.
-        self.inflight: asyncio.Task[Any] | None = None
-        self.write_lock = asyncio.Lock()
+        # Held while judging and handing over (a batch or a full sync), not while writing.
+        self.judge_lock = asyncio.Lock()
 
     async def run(self, interval: float) -> None:
-        """Every `interval`: judge and write the pools marked since."""
+        """Every `interval`: judge the pools marked since and hand them to the writer."""
         while True:
             await asyncio.sleep(interval)
             metrics.STALENESS.set(self.queue.staleness())
@@ -51,13 +52,20 @@ class Worker:
     async def flush(self) -> None:
         if not self.queue.dirty or not self.role.leader:
             return
-        async with self.write_lock:
+        async with self.judge_lock:
             await self._flush()
 
     async def flush_due(self) -> bool:
-        """Flush once (at shutdown); True while dirty pools remain that are due now."""
+        """Flush once and wait for every write handed over (at shutdown); True while
+        dirty pools remain that are due now."""
         await self.flush()
+        await self.writer.drain()
         return self.queue.any_due()
+
+    def interrupt(self) -> None:
+        """The shutdown deadline passed: the writes still in flight stop, and their pools
+        go back on the queue (what the next leader writes)."""
+        self.writer.cancel()
 
     async def _flush(self) -> None:
         if not self.queue.dirty or not self.role.leader:
@@ -66,24 +74,27 @@ class Worker:
         if not batch:
             return
         try:
-            oldest = min(batch.values())
-            desired, removed = await self.reconciler.compute_in_steps(batch)
+            judged = await self.reconciler.compute_in_steps(batch)
             self._rejudge_if_needed()
             metrics.SYNC_TOTAL.inc()
-            failed = await self._write((desired, removed), started=oldest)
+            await self.writer.room()
         except asyncio.CancelledError:
             self.queue.requeue(batch)  # shutdown: the final flush writes them
             raise
-        self._retry_later(desired, failed)
+        if self.role.leader:  # lost while waiting for room: the new leader judges anew
+            self._hand_over(judged, started=min(batch.values()))
         self.queue.report()
 
     async def full_sync(self) -> None:
         """After a (re)list or on becoming leader: learn the server, write differences,
-        prune objects whose source is gone."""
-        async with self.write_lock:
+        prune objects whose source is gone; returns once all of it is written."""
+        async with self.judge_lock:
             await self._full_sync()
 
     async def _full_sync(self) -> None:
+        # What the server holds is read anew: no write handed over before may land while
+        # it is read (the writer would then forget it made it).
+        await self.writer.drain()
         before = dict(self.writer.known)
         await self.writer.load()
         dirty = set(self.queue.take_all())
@@ -94,28 +105,31 @@ class Worker:
         keys = (self.reconciler.store.pools() | dirty) - intact
         remaining = dict.fromkeys(self._sync_order(keys), time.monotonic())
         wanted: set[ObjKey] = {o for key in intact for o in owned[key]}
-        failed: dict[ObjKey, float] = {}
+        tickets: list[Ticket] = []
         try:
-            # A chunk at a time: every pool's objects at once were the operator's peak
-            # memory (all status bodies of the cluster, as dicts, at 65,000 nodes: GBs).
+            # A chunk at a time, judged while the chunk before is written: every pool's
+            # objects at once were the operator's peak memory (all status bodies of the
+            # cluster, as dicts, at 65,000 nodes: GBs).
             while remaining:
                 chunk = list(itertools.islice(remaining, SYNC_CHUNK))
                 desired, removed = await self.reconciler.compute_in_steps(chunk)
                 self._rejudge_if_needed()
                 wanted.update(obj_key(o) for o in desired)
-                failed_here = await self._write((desired, removed))
-                self._retry_later(desired, failed_here)
-                failed.update(failed_here)
+                await self.writer.room()
+                if not self.role.leader:
+                    return  # lost while waiting: the next leader syncs
+                tickets.append(self._hand_over((desired, removed)))
                 for key in chunk:
                     del remaining[key]
-            failed_here = await self._write(([], self._orphans(wanted)))
-            self._retry_later([], failed_here)
-            failed.update(failed_here)
+            tickets.append(self._hand_over(([], self._orphans(wanted))))
+            for ticket in tickets:
+                await ticket.wait()
         except asyncio.CancelledError:
             self.queue.requeue(remaining)
             raise
+        failed = sum(len(t.failed) for t in tickets)
         if failed:
-            log.warning("full sync left failures", extra={"count": len(failed)})
+            log.warning("full sync left failures", extra={"count": failed})
         self.role.synced = self.role.leader  # leadership may have been lost while writing
 
     def _rejudge_if_needed(self) -> None:
@@ -158,32 +172,17 @@ class Worker:
             if k not in wanted and k[0] in PLURALS.values() and known.pool not in broken
         ]
 
-    async def _write(self, judged: Judged, started: float | None = None) -> dict[ObjKey, float]:
-        """Run the writes as their own task, so that losing leadership can cancel them
-        (step_down) without cancelling the loop that waits for them."""
-        task = asyncio.create_task(self.writer.apply(*judged, started=started))
-        self.inflight = task
-        try:
-            return await task
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if me is not None and me.cancelling():
-                raise  # we are being stopped (shutdown): the caller re-queues
-            return {}  # step_down cancelled the writes: a new leader redoes them
-        finally:
-            self.inflight = None
+    def _hand_over(self, judged: Judged, started: float | None = None) -> Ticket:
+        return self.writer.submit(*judged, started=started, then=self._retry_later)
 
-    def _retry_later(self, desired: list[dict[str, Any]], failed: dict[ObjKey, float]) -> None:
+    def _retry_later(self, ticket: Ticket) -> None:
         """A pool whose objects failed is judged again once the latest of them is due."""
-        by_name = {obj_key(o): o for o in desired}
-        for key, not_before in failed.items():
-            pool = self._pool_of(key, by_name.get(key))
+        for key, not_before in ticket.failed.items():
+            pool = ticket.pools.get(key) or self._pool_of_deleted(key)
             if pool is not None:
                 self.queue.defer(pool, not_before)
 
-    def _pool_of(self, key: ObjKey, obj: dict[str, Any] | None) -> PoolKey | None:
-        if obj is not None:
-            return (obj["spec"]["driver"], obj["spec"]["pool"])
+    def _pool_of_deleted(self, key: ObjKey) -> PoolKey | None:
         # A failed delete: the object stays one of its pool's, so that the pool's next
         # judgement, once due, deletes it again. (Left to the periodic re-list, an orphan
         # outlived a 429 storm by up to --resync-interval.)
@@ -199,8 +198,7 @@ class Worker:
         exports them now)."""
         self.role.leader = False
         self.role.synced = False
-        if self.inflight is not None:
-            self.inflight.cancel()  # writes in flight stop; the new leader redoes them
+        self.writer.cancel()  # writes in flight stop, those waiting go; the new leader redoes them
         self.queue.clear()
         self.reconciler.forget_all()
         metrics.STALENESS.set(0)

@@ -2,14 +2,17 @@
 what no longer has a source. Rate-limited, never writes an unchanged object (an
 unchanged world costs zero requests). Each request is tried once: a failed object backs
 off on its own (retry.py) so that it never holds up the others, and nothing is sent
-while `may_write()` (the leader's fence) is false."""
+while `may_write()` (the leader's fence) is false.
+
+Batches are handed over (`submit`) and written in the background by up to
+`concurrency` runners, one object at a time each, through the queue of writequeue.py
+(one write per object in flight, the newest body wins, changes before creations)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,6 +27,7 @@ from draview.controller.kube import list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.retry import Backoffs, Failure, classify
+from draview.controller.writequeue import Job, ObjKey, Ticket, WriteQueue
 
 log = logging.getLogger("draview.writer")
 VERSION = "v1alpha1"
@@ -33,11 +37,16 @@ PLURALS = {
 }
 MERGE = "application/merge-patch+json"
 FIELD_MANAGER = "draview"
-ObjKey = tuple[str, str]  # (plural, name)
 # Longest a Retry-After pauses every write (a larger one still holds back its object).
 MAX_PAUSE = 10.0
 # A request that gets no answer in this long counts as a (transient) timeout.
 REQUEST_TIMEOUT = 30.0
+# Objects waiting or in flight before a hand-over waits for room: about a full-sync
+# chunk's (500 pools), so that judging runs at most a chunk ahead of the writes and the
+# bodies held stay bounded (at 65,000 nodes every pool's at once were GBs).
+MAX_PENDING = 1000
+# What a write can fail with (other than the fence): each is one object's failure.
+REQUEST_ERRORS = (TimeoutError, ApiException, OSError, aiohttp.ClientError)
 
 
 class NotLeader(Exception):
@@ -103,6 +112,11 @@ class Writer:
         # Cleared when RBAC forbids updating the status (a chart older than this code):
         # new objects then get their first status by merge patch, without a failed try.
         self.replace_status = True
+        # What was handed over and is not written yet, and the tasks writing it.
+        self.queue = WriteQueue()
+        self.max_pending = MAX_PENDING
+        self._runners: set[asyncio.Task[None]] = set()
+        self._waiters: list[asyncio.Future[None]] = []
 
     async def load(self) -> None:
         """Learn what the server holds (startup, leadership, periodic re-list).
@@ -124,6 +138,12 @@ class Writer:
         self.known = known
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
+        """The status the server holds once what was handed over is written: a pool
+        judged again before its last body was written keeps that body's transition
+        times."""
+        job = self.queue.latest(key)
+        if job is not None:
+            return job.body.get("status") if job.body is not None else None
         cur = self.known.get(key)
         return cur.value().get("status") if cur else None
 
@@ -317,58 +337,114 @@ class Writer:
         self.unreachable = _log_failure(failure, extra, quiet, self.unreachable)
         return not_before
 
+    def submit(
+        self,
+        desired: Iterable[dict[str, Any]],
+        removed: Iterable[ObjKey],
+        started: float | None = None,
+        then: Callable[[Ticket], None] | None = None,
+    ) -> Ticket:
+        """Hand over `desired` to write and `removed` to delete, and return at once: the
+        ticket settles (and calls `then`) when each is written, failed or replaced by a
+        newer body. `started`: when the oldest change in it was seen (the update
+        duration metric)."""
+        ticket = Ticket(started, then)
+        queue, known = self.queue, self.known
+        for obj in desired:
+            key = obj_key(obj)
+            ticket.add()
+            queue.put(Job(key, obj, ticket), first=key in known or key in queue.active)
+        for key in removed:
+            ticket.add()
+            queue.put(Job(key, None, ticket), first=True)
+        ticket.close()
+        self._start_runners()
+        return ticket
+
     async def apply(
         self,
         desired: Iterable[dict[str, Any]],
         removed: Iterable[ObjKey],
         started: float | None = None,
     ) -> dict[ObjKey, float]:
-        """Write `desired`, delete `removed`; returns the keys not written, each with the
-        monotonic time before which it should not be tried again.
+        """Write `desired`, delete `removed` and wait; returns the keys not written, each
+        with the monotonic time before which it should not be tried again."""
+        ticket = self.submit(desired, removed, started)
+        await ticket.wait()
+        return ticket.failed
 
-        Several objects are written at once (each object's own requests stay in order);
-        the token bucket still bounds the rate. An object that fails is not retried here:
-        waiting for it would hold up every other object of the batch."""
-        failed: dict[ObjKey, float] = {}
-        errors = (TimeoutError, ApiException, OSError, aiohttp.ClientError)
-        # Coroutines are created by the workers, so at most `concurrency` exist at once.
-        # Changes to objects the server holds first, first-time creations last: after a
-        # re-list or a failover, what users see as wrong is fixed before what is new.
-        known = self.known
-        ordered = sorted(desired, key=lambda o: obj_key(o) not in known)
-        jobs: list[tuple[ObjKey, Any, Any]] = [(obj_key(o), self.put, o) for o in ordered]
-        jobs += [(key, self.delete, key) for key in removed]
-        queue: asyncio.Queue[tuple[ObjKey, Any, Any]] = asyncio.Queue()
-        for job in jobs:
-            queue.put_nowait(job)
+    async def room(self) -> None:
+        """Wait until fewer than `max_pending` objects are waiting or in flight."""
+        await self._until(lambda: len(self.queue) < self.max_pending)
 
-        async def worker() -> None:
-            while not queue.empty():
-                key, fn, arg = queue.get_nowait()
-                # Still backing off, or its kind is not served: when it may be tried.
-                if key[0] in self.blocked:
-                    later: float | None = self.backoffs.clock() + self.backoffs.policy.parked
-                else:
-                    later = self.backoffs.not_before(key)
-                if later is not None:
-                    failed[key] = later
-                    continue
-                try:
-                    await fn(arg)
-                except NotLeader:
-                    failed[key] = self.backoffs.clock()
-                except errors as exc:
-                    failed[key] = self._failed(key, exc)
-                else:
-                    self.backoffs.succeeded(key)
-                    if self.unreachable:
-                        self.unreachable = False
-                        log.info("API server reachable again; status writes resume")
+    async def drain(self) -> None:
+        """Wait until everything handed over is written (or failed)."""
+        await self._until(lambda: not len(self.queue))
 
-        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(jobs)))))
-        if started is not None:
-            metrics.UPDATE_DURATION.observe(time.monotonic() - started)
-        return failed
+    def cancel(self) -> None:
+        """Stop writing (leadership lost, shutdown deadline passed): the writes in flight
+        are cancelled, those waiting dropped, and their tickets settle them as failed
+        now, so that the worker puts their pools back."""
+        runners, self._runners = self._runners, set()
+        for task in runners:
+            task.cancel()
+        now = self.backoffs.clock()
+        for job in self.queue.clear():
+            job.settle(now)
+        self._wake()
+
+    def _start_runners(self) -> None:
+        for _ in range(min(self.concurrency - len(self._runners), self.queue.ready())):
+            self._runners.add(asyncio.create_task(self._runner()))
+
+    async def _runner(self) -> None:
+        """Write jobs until none may start. Several run at once; the token bucket still
+        bounds the rate. A cancelled runner leaves its job to cancel(), which settled it."""
+        while (job := self.queue.take()) is not None:
+            failed_at = await self._write(job)
+            self.queue.done(job.key)
+            job.settle(failed_at)
+            self._wake()
+        self._runners.discard(asyncio.current_task())
+
+    async def _write(self, job: Job) -> float | None:
+        """One object's write; None when done, else when it may be tried again. An
+        object that fails is not retried here: the worker judges its pool again once due."""
+        key = job.key
+        if key[0] in self.blocked:  # its kind is not served: try when the probe says so
+            return self.backoffs.clock() + self.backoffs.policy.parked
+        later = self.backoffs.not_before(key)
+        if later is not None:
+            return later
+        try:
+            if job.body is None:
+                await self.delete(key)
+            else:
+                await self.put(job.body)
+        except NotLeader:
+            return self.backoffs.clock()
+        except REQUEST_ERRORS as exc:
+            return self._failed(key, exc)
+        except Exception as exc:  # a bug must not stop the writes of every other object
+            log.exception("status write failed unexpectedly", extra={"object": "/".join(key)})
+            return self.backoffs.failed(key, Failure("error", False, type(exc).__name__))[0]
+        self.backoffs.succeeded(key)
+        if self.unreachable:
+            self.unreachable = False
+            log.info("API server reachable again; status writes resume")
+        return None
+
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def probe(self) -> bool:
         """While a kind is not served, one cheap list tells when its CRD is back; True

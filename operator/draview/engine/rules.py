@@ -30,7 +30,6 @@ class Rules:
     invalid_pool_is_node_local: bool = True
     pools_sorted: bool = True
     search_resumes: bool = True
-    distinct_attribute: bool = True
     distinct_by_value: bool = True
     list_type_attributes: bool = True
     counter_slices_everywhere: bool = True
@@ -57,6 +56,11 @@ class Rules:
     compatibility_groups_skip_slices: bool = False
     node_operations_checked: bool = False
     optional_node_operations: bool = False
+    includes_function: bool = True
+    list_constraints: bool = False
+    distinct_every_device: bool = False
+    derived_attributes: bool = False
+    derived_attributes_refused: bool = False
 
 
 # The rules docs/semantics.md describes (1.36 with every gate on); `differences` is
@@ -105,12 +109,6 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "for each device)",
         "structured/internal/*/allocator_*.go: allocateOne",
     ),
-    "distinct_attribute": (
-        "the allocator reads a distinctAttribute constraint",
-        "implementations that know consumable capacity (all but 1.35's incubating, "
-        "whose Allocate finds the constraint empty and fails the claim), whatever the gate",
-        "structured/internal/*/allocator_*.go: Allocate (constraints)",
-    ),
     "distinct_by_value": (
         "distinctAttribute refuses a device whose value another device of the claim has",
         "1.35+ (1.34 compares the values' pointers: only the same device taken again, a "
@@ -118,9 +116,12 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "structured/internal/experimental/constraint.go: matchesAttribute",
     ),
     "list_type_attributes": (
-        "CEL selectors see list-typed attributes",
-        "gate DRAListTypeAttributes (1.36+, alpha)",
-        "plugins/dynamicresources/dynamicresources.go: cel.NewCache Features",
+        "CEL sees a list-typed attribute as a list (else any selector evaluated on a "
+        "device with one is a runtime error: unsupported attribute value)",
+        "1.37 whatever the gate; 1.36 with DRAListTypeAttributes (the gate reaches the CEL "
+        "cache only); 1.34-1.35 have no list fields",
+        "cel/compile.go: getAttributeValue; plugins/dynamicresources/dynamicresources.go: "
+        "cel.NewCache Features",
     ),
     "counter_slices_everywhere": (
         "slices with sharedCounters reach every node; in 1.34 and from 1.37 only the "
@@ -265,6 +266,41 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "Features.OptionalNodeOperations (gate DRAOptionalNodeOperations, 1.37, alpha)",
         "structured/internal/experimental/allocator_experimental.go: allocateDevice",
     ),
+    "includes_function": (
+        "CEL selectors may call includes() (stored expressions see it whatever the gate)",
+        "1.36+",
+        "cel/compile.go: newCompiler (IncludesOption; StoredExpressions ignores FeatureEnabled)",
+    ),
+    "list_constraints": (
+        "matchAttribute keeps the values every device shares (a single value counts as a "
+        "set of one, kinds must agree) and fails once none is left; distinctAttribute wants "
+        "sets with no value in common; else values compare one to one and a list never "
+        "matches another device",
+        "Features.ListTypeAttributes: 1.37 with DRAListTypeAttributes (1.36's scheduler "
+        "never passes it)",
+        "structured/internal/experimental: matchAttributeConstraint.add, attributeAsSet, "
+        "constraint.go distinctAttributeConstraint.matchesAttribute",
+    ),
+    "distinct_every_device": (
+        "distinctAttribute compares a device with every device already taken (until 1.36 "
+        "with the last device of each request only)",
+        "1.37",
+        "structured/internal/*/constraint.go: distinctAttributeConstraint.attributes",
+    ),
+    "derived_attributes": (
+        "a request's derivedAttributes are evaluated per device (CEL) and read by the "
+        "claim's constraints in place of a published attribute of that name; an error "
+        "fails the attempt",
+        "Features.DerivedAttributes: 1.37 with DRADerivedAttributes (experimental)",
+        "structured/internal/experimental/allocator_experimental.go: lookupAttribute, "
+        "validateDeviceRequest; cel/compile.go: EvaluateDerivedAttribute",
+    ),
+    "derived_attributes_refused": (
+        "a request with derivedAttributes is refused (1.34-1.36 do not know the field "
+        "and read the request without them)",
+        "1.37 without Features.DerivedAttributes",
+        "structured/internal/{incubating,experimental}/allocator_*.go: validateDeviceRequest",
+    ),
 }
 
 
@@ -282,9 +318,9 @@ def rules_for(profile: Profile) -> Rules:
         invalid_pool_is_node_local=profile.release != "1.34",
         pools_sorted=profile.release not in ("1.34", "1.35"),
         search_resumes=profile.release not in ("1.34", "1.35"),
-        distinct_attribute=profile.supports("ConsumableCapacity"),
         distinct_by_value=profile.release != "1.34",
-        list_type_attributes=profile.gate("DRAListTypeAttributes"),
+        list_type_attributes=profile.release == "1.37"
+        or (profile.release == "1.36" and profile.gate("DRAListTypeAttributes")),
         counter_slices_everywhere=profile.release in ("1.35", "1.36"),
         node_slices_first=profile.release not in ("1.34", "1.35"),
         check_slices_in_pool=profile.release != "1.34",
@@ -313,6 +349,12 @@ def rules_for(profile: Profile) -> Rules:
         and "CompatibilityGroups" not in features,
         node_operations_checked=profile.release == "1.37" and experimental,
         optional_node_operations="OptionalNodeOperations" in features,
+        includes_function=profile.release not in ("1.34", "1.35"),
+        list_constraints="ListTypeAttributes" in features,
+        distinct_every_device=profile.release == "1.37",
+        derived_attributes="DerivedAttributes" in features,
+        derived_attributes_refused=profile.release == "1.37"
+        and "DerivedAttributes" not in features,
     )
 
 
@@ -321,18 +363,22 @@ def refusal(claim: ResourceClaim, rules: Rules) -> str | None:
     request uses a field its gates leave off (Allocate returns an error, the attempt is
     aborted)."""
     for i, constraint in enumerate(claim.constraints):
-        if (
-            constraint.distinct_attribute
-            and not constraint.match_attribute
-            and not rules.distinct_attribute
-        ):
-            # An allocator that does not know consumable capacity finds the constraint
-            # empty (and an API server without DRAConsumableCapacity drops the field).
+        if not constraint.distinct_attribute and not constraint.match_attribute:
+            # What an API server without DRAConsumableCapacity leaves of distinctAttribute.
+            return f"constraint #{i} is empty (unsupported constraint type?)"
+        if constraint.distinct_attribute and not constraint.match_attribute and not rules.shareable:
+            # The API server drops distinctAttribute while DRAConsumableCapacity is off,
+            # which leaves a constraint the allocator cannot read.
             return f"constraint #{i} is empty: distinctAttribute needs DRAConsumableCapacity"
     for request in claim.requests:
         if request.prioritized and not rules.prioritized_list:
             return f"request {request.name} has firstAvailable, but DRAPrioritizedList is off"
         for choice in request.choices:
+            if choice.derived_attributes and rules.derived_attributes_refused:
+                return (
+                    f"request {request.name} has derived attributes, but "
+                    "DRADerivedAttributes is off"
+                )
             if choice.admin_access and not rules.admin_access:
                 return f"request {request.name} asks for admin access, but DRAAdminAccess is off"
             if choice.capacity_requests and rules.capacity_requests_refused:

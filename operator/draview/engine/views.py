@@ -124,17 +124,13 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
                     named.add(d.node_name)
                 elif d.all_nodes or d.node_selector is not None:
                     selects = True
-    known = (
-        nodes.labels_of
-        if isinstance(nodes, NodeGroups)
-        else {n.name: n.labels for n in nodes or ()}
-    )
-    declared = {n.name: n.declared for n in nodes or () if n.declared is not None}
+    known = _labels_of(nodes) if named else {}
     # A named node the given Node objects lack has no status: it declares nothing. The
     # operator reads metadata only (NodeGroups), and assumed nodes are not known at all.
     unknown: frozenset[str] | None = (
         None if nodes is None or isinstance(nodes, (AssumedNodes, NodeGroups)) else frozenset()
     )
+    declared = _declared_of(nodes) if named and unknown is not None else {}
     out = [Candidate(n, known.get(n, {}), (), declared.get(n, unknown)) for n in sorted(named)]
     if selects:
         if nodes is not None:
@@ -142,6 +138,21 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
         if nodes is None or isinstance(nodes, AssumedNodes):
             out.append(Candidate(None))
     return out
+
+
+def _labels_of(nodes: Sequence[NodeInfo] | None) -> Mapping[str, Mapping[str, str]]:
+    """Every node's labels by name. Assumed nodes carry none: mapping a thousand of them
+    again for each of a thousand pools was a tenth of the engine bench's compute."""
+    if isinstance(nodes, NodeGroups):
+        return nodes.labels_of
+    if nodes is None or isinstance(nodes, AssumedNodes):
+        return {}
+    return {n.name: n.labels for n in nodes}
+
+
+def _declared_of(nodes: Sequence[NodeInfo] | None) -> Mapping[str, frozenset[str]]:
+    """The features each node declares, where its status is known."""
+    return {n.name: n.declared for n in nodes or () if n.declared is not None}
 
 
 def _unnamed(nodes: Sequence[NodeInfo], named: set[str]) -> Iterator[Candidate]:

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from draview.api.nodes import assumed_nodes
+from draview.api.nodes import NodeGroups, NodeInfo, assumed_nodes
 from draview.api.world import World
 from draview.engine.aborts import NO_ABORTS, Aborts, find_aborts
 from draview.engine.allocations import index_allocations
@@ -29,7 +29,12 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
     # allocatable, and vanishing would hide that from whoever watches the pool.
     unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}
     keys = sorted(by_pool.keys() | unreadable)
-    nodes = world.nodes if world.nodes is not None else assumed_nodes(world.slices)
+    nodes: Sequence[NodeInfo]
+    if world.nodes is None:
+        nodes = assumed_nodes(world.slices)
+    else:
+        # Each node its own group: the labels by name are mapped once, not per pool.
+        nodes = NodeGroups(world.nodes, {n.name: n.labels for n in world.nodes})
 
     def judged(aborts: Aborts, before: Sequence[PoolResult] = ()) -> list[PoolResult]:
         prepared = {r.key: r.prepared for r in before}

@@ -10,7 +10,7 @@ every node's Allocate call gets an order of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice, product
 
@@ -23,6 +23,7 @@ from draview.engine.rules import DEFAULT_RULES, Rules, as_read, refusal, rules_f
 from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous, node_pools
 from draview.explain.orders import Chooser, every_order, relevance
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
+from draview.explain.steps import Steps, finish
 
 MAX_COMBINATIONS = 256  # assignments of trusted counts, combined across pools
 
@@ -85,13 +86,14 @@ class _Question:
 
 def _once(
     q: _Question, nodes: Sequence[str | None], which: Mapping[tuple[str, str], Assignment]
-) -> tuple[dict[str, str], list[str]]:
+) -> Steps[tuple[dict[str, str], list[str]]]:
     """The outcomes one attempt can end in, for one assignment of trusted counts, and
     the nodes where it may fit."""
     fits: list[str] = []
     error = ""
     stuck = True  # every node can end without a solution and without an error
     for node in nodes:
+        yield  # one node's search between two steps
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
         pools = node_pools(node, q.index, q.rules, which, q.profile_rules.binding_pools_last)
@@ -113,7 +115,9 @@ def _once(
     return out, fits
 
 
-def _judged_with(results: Sequence[PoolResult]) -> Rules:
+def judged_with(results: Iterable[PoolResult]) -> Rules:
+    """The rules the engine judged the pools with (the profile's); the default rules
+    when no pool was judged."""
     for r in results:
         if r.prepared is not None:
             return r.prepared.rules
@@ -132,33 +136,52 @@ def allocatable(
 ) -> Allocatability:
     """`nodes`: the nodes to try (default: every node some pool's view names); `profile`:
     whose scheduler to mirror (default: the one the results were judged with)."""
-    profile_rules = rules_for(profile) if profile is not None else _judged_with(results)
+    return finish(allocatable_steps(claim, results, classes, rules, nodes, cel, budget, profile))
+
+
+def allocatable_steps(
+    claim: ResourceClaim,
+    results: Iterable[PoolResult],
+    classes: Mapping[str, DeviceClass],
+    rules: Sequence[DeviceTaintRule] = (),
+    nodes: Sequence[str | None] | None = None,
+    cel: CelEngine | None = None,
+    budget: int = 500_000,
+    profile: Profile | None = None,
+    gather: GatherIndex | None = None,
+    shaky: Mapping[tuple[str, str], list[Assignment]] | None = None,
+) -> Steps[Allocatability]:
+    """allocatable() in steps, one node's search each; `gather` and `shaky`: what is
+    otherwise built from `results` (GatherIndex.build, ambiguous) on every call."""
+    profile_rules = rules_for(profile) if profile is not None else judged_with(results)
     refused = refusal(claim, profile_rules)
     if refused is not None:
         return _verdict({ABORTS: f"the scheduler aborts: {refused}"})
     if not profile_rules.taint_rules:
         rules = ()
-    index = GatherIndex.build(results)
+    if gather is None or shaky is None:
+        listed = list(results)
+        gather, shaky = GatherIndex.build(listed), ambiguous(listed)
     q = _Question(
         as_read(claim, profile_rules),
-        index,
+        gather,
         classes,
         rules,
         cel or CelEngine(),
         profile_rules,
         budget,
     )
-    tried = list(nodes) if nodes is not None else index.nodes()
+    tried = list(nodes) if nodes is not None else gather.nodes()
     # Where slices disagree on resourceSliceCount the scheduler's list order picks the
     # count; every combination is tried (two counts per pool, so a handful at most).
-    pools = ambiguous(results)
+    pools = dict(shaky)
     outcomes: dict[str, str] = {}
     fits: dict[str, None] = {}
     shuffled = False  # some attempt's outcome depends on the pool order alone
     try:
         # Pools are gathered apart, so any assignment of one combines with any of another.
         for combo in islice(product(*pools.values()), MAX_COMBINATIONS):
-            found, where = _once(q, tried, dict(zip(pools, combo, strict=True)))
+            found, where = yield from _once(q, tried, dict(zip(pools, combo, strict=True)))
             shuffled = shuffled or len(found) > 1
             fits.update(dict.fromkeys(where))
             for outcome, detail in found.items():

@@ -14,6 +14,7 @@ from draview.api.slices import Device, Taint
 from draview.api.taints import DeviceTaintRule
 from draview.engine.aborts import binding_view
 from draview.engine.flatten import FlatSlice
+from draview.engine.model import PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
@@ -64,33 +65,61 @@ class NodePool:
 
 @dataclass(slots=True)
 class GatherIndex:
-    """Which pools each node has a view of, built once per question: looking the views
-    up per node would cost nodes x pools."""
+    """Which pools each node has a view of: looking the views up per node would cost
+    nodes x pools. Kept per pool, so that a pool judged again is put again on its own."""
 
-    # node -> (pool result, index of the view in result.prepared.views)
-    by_node: dict[str | None, list[tuple[PoolResult, int]]] = field(default_factory=dict)
+    # node -> pool -> (pool result, index of the view in result.prepared.views)
+    by_node: dict[str | None, dict[PoolKey, tuple[PoolResult, int]]] = field(default_factory=dict)
     # Pools a node without a view of them still gathers (through their counter slices),
     # kept only when that is not simply ok: only then can they change an answer.
-    bystanders: list[PoolResult] = field(default_factory=list)
+    bystanders: dict[PoolKey, PoolResult] = field(default_factory=dict)
+    # The nodes each pool was put under, to take it out again.
+    _nodes_of: dict[PoolKey, list[str | None]] = field(default_factory=dict)
+    _sorted: list[str | None] | None = None
 
     @classmethod
     def build(cls, results: Sequence[PoolResult]) -> GatherIndex:
         index = cls()
         for r in results:
-            p = r.prepared
-            if p is None:
-                continue
-            for vi, v in enumerate(p.views):
-                for n in v.nodes:
-                    index.by_node.setdefault(n, []).append((r, vi))
-            if any(o.kind != "ok" for o in p.bystander):
-                index.bystanders.append(r)
+            index.put(r)
         return index
+
+    def put(self, r: PoolResult) -> None:
+        """Index `r` in place of what its pool had."""
+        self.drop(r.key)
+        p = r.prepared
+        if p is None:
+            return
+        nodes: list[str | None] = []
+        for vi, v in enumerate(p.views):
+            for n in v.nodes:
+                pools = self.by_node.get(n)
+                if pools is None:
+                    pools = self.by_node[n] = {}
+                    self._sorted = None
+                pools[r.key] = (r, vi)
+                nodes.append(n)
+        self._nodes_of[r.key] = nodes
+        if any(o.kind != "ok" for o in p.bystander):
+            self.bystanders[r.key] = r
+
+    def drop(self, key: PoolKey) -> None:
+        self.bystanders.pop(key, None)
+        for n in self._nodes_of.pop(key, ()):
+            pools = self.by_node.get(n)
+            if pools is None:
+                continue
+            pools.pop(key, None)
+            if not pools:
+                del self.by_node[n]
+                self._sorted = None
 
     def nodes(self) -> list[str | None]:
         """Every node some pool has a view for (None: a node no slice names, when draview
         does not know the cluster's nodes)."""
-        return sorted(self.by_node, key=lambda n: (n is None, n or ""))
+        if self._sorted is None:
+            self._sorted = sorted(self.by_node, key=lambda n: (n is None, n or ""))
+        return list(self._sorted)
 
 
 def node_names(results: Sequence[PoolResult]) -> list[str | None]:
@@ -195,16 +224,24 @@ def _firsts(view: View, picked: int, slice_indices: Sequence[int]) -> frozenset[
 Assignment = tuple[int, ...]
 
 
-def ambiguous(results: Sequence[PoolResult]) -> dict[tuple[str, str], list[Assignment]]:
-    """Pools whose slices disagree on resourceSliceCount in some node's view, with every
-    assignment of counts to their views that some order of their slices gives."""
-    out: dict[tuple[str, str], list[Assignment]] = {}
+def ambiguous_pool(r: PoolResult) -> list[Assignment] | None:
+    """For a pool whose slices disagree on resourceSliceCount in some node's view, every
+    assignment of counts to its views that some order of its slices gives; else None."""
+    p = r.prepared
+    if p is None:
+        return None
+    if any(len(v.outcomes) > 1 for v in p.views) or len(p.bystander) > 1:
+        return first_choices([*(v.first for v in p.views), p.bystander_first])
+    return None
+
+
+def ambiguous(results: Sequence[PoolResult]) -> dict[PoolKey, list[Assignment]]:
+    """`ambiguous_pool` of each of `results` that has some."""
+    out: dict[PoolKey, list[Assignment]] = {}
     for r in results:
-        p = r.prepared
-        if p is None:
-            continue
-        if any(len(v.outcomes) > 1 for v in p.views) or len(p.bystander) > 1:
-            out[r.key] = first_choices([*(v.first for v in p.views), p.bystander_first])
+        found = ambiguous_pool(r)
+        if found is not None:
+            out[r.key] = found
     return out
 
 
@@ -222,14 +259,14 @@ def node_pools(
     out: list[NodePool] = []
     seen: set[tuple[str, str]] = set()
     chosen = which or {}
-    for r, vi in index.by_node.get(node, ()):
+    for r, vi in index.by_node.get(node, {}).values():
         seen.add(r.key)
         assert r.prepared is not None
         pick = chosen[r.key][vi] if r.key in chosen else 0
         pool = _pool(r, r.prepared.views[vi], pick, rules)
         if pool is not None:
             out.append(pool)
-    for r in index.bystanders:
+    for r in index.bystanders.values():
         if r.key not in seen:
             pick = chosen[r.key][-1] if r.key in chosen else 0
             pool = _pool(r, None, pick, rules)

@@ -1,14 +1,17 @@
-"""Every current-generation device of every pool with what the engine decided about it."""
+"""Every current-generation device of every pool with what the engine decided about it,
+kept per pool so that a pool judged again is indexed again on its own."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from draview.api.slices import Device, ResourceSlice, Taint
 from draview.api.status import DeviceStatus
 from draview.api.taints import DeviceTaintRule
 from draview.engine.flatten import flatten_slice
+from draview.engine.model import PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, parse_pool
@@ -34,15 +37,71 @@ class IndexedDevice:
         return f"{self.driver}/{self.pool}/{self.device.name}"
 
     @property
-    def cache_key(self) -> tuple[str, str, int, str, str]:
-        # A device's CEL result can only change with its pool's generation.
-        return (self.driver, self.pool, self.generation, self.slice.name, self.device.name)
+    def cache_key(self) -> tuple[str, str, str, int, str]:
+        # A device's CEL result can only change with its slice's generation; the same key
+        # as the search's (explain/gather.py SearchDevice.cel_key), so that the two share
+        # one evaluation per device.
+        return (self.driver, self.pool, self.slice.name, self.slice.generation, self.device.name)
+
+
+@dataclass(slots=True)
+class PoolDevices:
+    """One pool's devices, and what is left of its counters (counter set, counter)."""
+
+    devices: list[IndexedDevice]
+    remaining: dict[CounterKey, Quantity]
+
+
+def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> PoolDevices:
+    driver, pool = result.key
+    statuses = {sr.slice.name: {d["name"]: d for d in sr.status["devices"]} for sr in result.slices}
+    remaining: dict[CounterKey, Quantity] = {}
+    for cs in result.status.get("counterSets", []):
+        for counter, usage in cs["counters"].items():
+            try:
+                remaining[(cs["name"], counter)] = parse_quantity(usage["available"])
+            except QuantityError:
+                continue
+    # The engine kept the flattened, parsed newest slices with the result.
+    prepared = result.prepared
+    if prepared is not None:
+        flat, parsed = prepared.current, prepared.parsed
+    else:
+        flat = [flatten_slice(s) for s in result.pool.current]
+        parsed = parse_pool(flat)
+    # 1.34 hands out the devices of a pool that looks incomplete.
+    complete = result.pool.complete or (
+        prepared is not None and not prepared.rules.incomplete_pools_refused
+    )
+    valid = not result.errors.allocator
+    devices = []
+    for fs in flat:
+        for dev in fs.devices:
+            st = statuses.get(fs.slice.name, {}).get(dev.name)
+            if st is None:
+                continue
+            devices.append(
+                IndexedDevice(
+                    driver=driver,
+                    pool=pool,
+                    generation=result.pool.generation,
+                    slice=fs.slice,
+                    device=dev,
+                    status=st,
+                    taints=tuple(effective_taints(driver, pool, dev, rules)),
+                    debits=tuple(parsed.consumption.get(dev.name, ())),
+                    pool_complete=complete,
+                    pool_valid=valid,
+                )
+            )
+    return PoolDevices(devices, remaining)
 
 
 @dataclass(slots=True)
 class DeviceIndex:
-    devices: list[IndexedDevice] = field(default_factory=list)
-    remaining: dict[tuple[str, str, CounterKey], Quantity] = field(default_factory=dict)
+    """Per pool, in the order the pools were first put."""
+
+    pools: dict[PoolKey, PoolDevices] = field(default_factory=dict)
     # The profile works capacity ranges in milli-units (rules.fractional_capacity_range).
     fractional: bool = False
 
@@ -52,54 +111,31 @@ class DeviceIndex:
     ) -> DeviceIndex:
         index = cls()
         for result in results:
-            driver, pool = result.key
-            statuses = {
-                sr.slice.name: {d["name"]: d for d in sr.status["devices"]} for sr in result.slices
-            }
-            for cs in result.status.get("counterSets", []):
-                for counter, usage in cs["counters"].items():
-                    try:
-                        left = parse_quantity(usage["available"])
-                    except QuantityError:
-                        continue
-                    index.remaining[(driver, pool, (cs["name"], counter))] = left
-            # The engine kept the flattened, parsed newest slices with the result.
-            prepared = result.prepared
-            if prepared is not None:
-                flat, parsed = prepared.current, prepared.parsed
-                index.fractional = prepared.rules.fractional_capacity_range
-            else:
-                flat = [flatten_slice(s) for s in result.pool.current]
-                parsed = parse_pool(flat)
-            # 1.34 hands out the devices of a pool that looks incomplete.
-            complete = result.pool.complete or (
-                prepared is not None and not prepared.rules.incomplete_pools_refused
-            )
-            valid = not result.errors.allocator
-            for fs in flat:
-                for dev in fs.devices:
-                    st = statuses.get(fs.slice.name, {}).get(dev.name)
-                    if st is None:
-                        continue
-                    index.devices.append(
-                        IndexedDevice(
-                            driver=driver,
-                            pool=pool,
-                            generation=result.pool.generation,
-                            slice=fs.slice,
-                            device=dev,
-                            status=st,
-                            taints=tuple(effective_taints(driver, pool, dev, rules)),
-                            debits=tuple(parsed.consumption.get(dev.name, ())),
-                            pool_complete=complete,
-                            pool_valid=valid,
-                        )
-                    )
+            index.put(result, rules)
         return index
 
+    def put(self, result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> None:
+        """Index `result`'s devices in place of what its pool had."""
+        self.pools[result.key] = index_pool(result, rules)
+        if result.prepared is not None:
+            self.fractional = result.prepared.rules.fractional_capacity_range
+
+    def drop(self, key: PoolKey) -> None:
+        self.pools.pop(key, None)
+
+    @property
+    def devices(self) -> Iterator[IndexedDevice]:
+        return chain.from_iterable(p.devices for p in self.pools.values())
+
+    def __len__(self) -> int:
+        return sum(len(p.devices) for p in self.pools.values())
+
     def counters_fit(self, d: IndexedDevice) -> bool:
+        entry = self.pools.get((d.driver, d.pool))
+        if entry is None:
+            return True
         for ckey, need in d.debits:
-            left = self.remaining.get((d.driver, d.pool, ckey))
+            left = entry.remaining.get(ckey)
             if left is not None and left < need:
                 return False
         return True

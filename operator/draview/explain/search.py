@@ -3,12 +3,12 @@
 A port of the search in k8s.io/dynamic-resource-allocation/structured (the "incubating"
 implementation the kube-scheduler uses with every DRA gate on): Allocate's request
 checks (validateDeviceRequest), allocateOne's first-fit walk, allocateDevice,
-checkAvailableCounters, CmpRequestOverCapacity and the attribute constraints, for one
-claim. Hand-written because no Python library implements the DRA allocator; the
-differential tests in tests/fidelity hold it to the real one. Where the allocator has
-quirks (CEL errors met only on devices it reaches, counters cached per pool *name*
-across drivers, one attribute remembered per request by distinctAttribute) they are
-mirrored on purpose.
+checkAvailableCounters, CmpRequestOverCapacity and the attribute constraints
+(explain/constraints.py), for one claim. Hand-written because no Python library
+implements the DRA allocator; the differential tests in tests/fidelity hold it to the
+real one. Where the allocator has quirks (CEL errors met only on devices it reaches,
+counters cached per pool *name* across drivers, one attribute remembered per request by
+distinctAttribute until 1.36) they are mirrored on purpose.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
-from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
+from draview.api.claims import DeviceChoice, ResourceClaim
 from draview.api.slices import Device
 from draview.api.taints import DeviceClass
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
@@ -28,6 +27,14 @@ from draview.engine.rules import DEFAULT_RULES, Rules
 from draview.engine.validate import CounterKey
 from draview.engine.verdict import counters_left
 from draview.explain.checks import untolerated
+from draview.explain.constraints import (
+    Attributes,
+    ConstraintError,
+    DistinctAttribute,
+    MatchAttribute,
+    list_mode,
+    make,
+)
 from draview.explain.gather import NodePool, SearchDevice
 from draview.explain.orders import Chooser
 from draview.quantity import Quantity, try_parse_quantity
@@ -59,6 +66,7 @@ class _Request:
     num: int = 0
     capacities: dict[str, Quantity] | None = None
     all_devices: list[tuple[SearchDevice, NodePool]] | None = None
+    derived: dict[str, str] = field(default_factory=dict)
 
     @property
     def base(self) -> str:
@@ -69,87 +77,14 @@ class _Request:
         return self.name if self.parent else ""
 
 
-def _typed(raw: Any) -> tuple[str, Any] | None:
-    if isinstance(raw, dict):
-        for kind in ("string", "int", "bool", "version"):
-            if kind in raw:
-                return kind, raw[kind]
-        return ("", None)
-    return None
-
-
-def lookup_attribute(d: SearchDevice, name: str) -> tuple[str, Any] | None:
-    attrs = d.device.attributes
-    if name in attrs:
-        return _typed(attrs[name])
-    domain, sep, ident = name.partition("/")
-    if not sep or domain != d.driver or ident not in attrs:
-        return None
-    return _typed(attrs[ident])
-
-
-@dataclass(slots=True)
-class _AttributeConstraint:
-    names: frozenset[str]
-    attribute: str
-    distinct: bool
-    first: tuple[str, Any] | None = None
-    count: int = 0
-    # distinctAttribute remembers one value per request name (the last one added).
-    seen: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    # 1.34 compares distinct values by pointer: only the same device's value repeats
-    # (rules.distinct_by_value off); the device each remembered value came from.
-    by_device: bool = False
-    seen_on: dict[str, tuple[str, str, str]] = field(default_factory=dict)
-
-    def _applies(self, base: str, sub: str) -> bool:
-        if not self.names:
-            return True
-        return base in self.names or (bool(sub) and f"{base}/{sub}" in self.names)
-
-    def add(self, base: str, sub: str, d: SearchDevice) -> bool:
-        if not self._applies(base, sub):
-            return True
-        value = lookup_attribute(d, self.attribute)
-        if value is None:
-            return False
-        if self.count and not self._fits(value, d.id):
-            return False
-        if self.distinct:
-            self.seen[base] = value
-            self.seen_on[base] = d.id
-        elif not self.count:
-            self.first = value
-        self.count += 1
-        return True
-
-    def _fits(self, value: tuple[str, Any], device: tuple[str, str, str]) -> bool:
-        if not value[0]:
-            return False
-        if self.distinct and self.by_device:
-            return device not in self.seen_on.values()
-        if self.distinct:
-            return all(not (v[0] == value[0] and v[1] == value[1]) for v in self.seen.values())
-        return self.first is not None and self.first[0] == value[0] and self.first[1] == value[1]
-
-    def remove(self, base: str, sub: str) -> None:
-        if not self._applies(base, sub):
-            return
-        if self.distinct:
-            self.seen.pop(base, None)
-            self.seen_on.pop(base, None)
-        self.count -= 1
-
-
-def _constraint(c: Constraint, rules: Rules) -> _AttributeConstraint:
-    if c.match_attribute:
-        return _AttributeConstraint(frozenset(c.requests), c.match_attribute, False)
-    if c.distinct_attribute:
-        by_device = not rules.distinct_by_value
-        return _AttributeConstraint(
-            frozenset(c.requests), c.distinct_attribute, True, by_device=by_device
-        )
-    raise SearchError("empty constraint (unsupported constraint type?)")
+def _constraints(
+    claim: ResourceClaim, cel: CelEngine, rules: Rules
+) -> list[MatchAttribute | DistinctAttribute]:
+    lookup = Attributes(cel, rules).value
+    try:
+        return [make(c, rules, lookup) for c in claim.constraints]
+    except ConstraintError as exc:
+        raise SearchError(str(exc)) from exc
 
 
 def _quantities(raw: Mapping[str, str]) -> dict[str, Quantity]:
@@ -191,6 +126,7 @@ class NodeSearch:
         self.claim = claim
         self.chooser = chooser
         self.rules = rules
+        self.lists = list_mode(rules)
         self.classes = classes
         self.pools = pools
         self.cel = cel
@@ -204,7 +140,7 @@ class NodeSearch:
         # Compatibility groups open per pool and counter set (engine/compat.py).
         self.groups: dict[tuple[str, str], dict[str, Intersection]] = {}
         self.results: list[SearchDevice] = []
-        self.constraints = [_constraint(c, rules) for c in claim.constraints]
+        self.constraints = _constraints(claim, cel, rules)
 
     # -- Allocate ------------------------------------------------------------------------
     def run(self) -> str:
@@ -245,7 +181,7 @@ class NodeSearch:
         if cls is None:
             raise SearchError(f"request {label}: DeviceClass {ch.device_class_name} not found")
         name = ch.name if parent else self.claim.requests[key[0]].name
-        data = _Request(name, parent, ch, cls.selectors)
+        data = _Request(name, parent, ch, cls.selectors, derived=ch.derived)
         self.requests[key] = data
         if ch.capacity_requests:
             data.capacities = _quantities(ch.capacity_requests)
@@ -402,8 +338,9 @@ class NodeSearch:
             return cached
         for selectors, where in ((data.class_selectors, "class"), (data.choice.selectors, "claim")):
             for expr in selectors:
+                inp = DeviceInput(d.driver, d.device, self.lists)
                 try:
-                    result = self.cel.evaluate(expr, DeviceInput(d.driver, d.device), d.cel_key)
+                    result = self.cel.evaluate(expr, inp, d.cel_key)
                 except CelCompileError as exc:
                     raise SearchError(f"{where} selector does not compile: {exc}") from exc
                 if isinstance(result, CelRuntimeError):
@@ -481,11 +418,15 @@ class NodeSearch:
         if untolerated(d.taints, data.choice.tolerations):
             return False
         for c in self.constraints:
-            if not c.add(data.base, data.sub, d):
+            try:
+                added = c.add(data, d)
+            except ConstraintError as exc:
+                raise SearchError(str(exc)) from exc
+            if not added:
                 if must:  # the attempt aborts: what was taken no longer matters
                     raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
                 return False
-            undo.append(partial(c.remove, data.base, data.sub))
+            undo.append(partial(c.remove, data))
         return True
 
     def _capacity_fits(self, data: _Request, d: SearchDevice, pool: NodePool, slot: int) -> bool:

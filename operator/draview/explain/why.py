@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
-from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.aborts import ABORTS, MAY_ABORT
-from draview.engine.attributes import AttrValue, attribute
 from draview.engine.nodes import device_reaches
 from draview.engine.pool import PoolResult
-from draview.explain.allocatable import Allocatability, allocatable
+from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
 from draview.explain.checks import capacity_problem, taint_text, untolerated
+from draview.explain.constraints import Attributes, list_mode
+from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
+from draview.explain.steps import Steps, finish
 
 NETWORK = ""  # devices not bound to one node: reachable from any node they select
+# Devices looked at between two steps (explain/steps.py): a selector evaluated for the
+# first time costs about a millisecond a device.
+DEVICES_PER_STEP = 32
 
 # Reasons as they appear in output, most telling first when summarising.
 REASON_ORDER = (
@@ -127,7 +133,21 @@ class Explainer:
         index: DeviceIndex,
         node: str | None = None,
         labels: Mapping[str, str] | None = None,
+        lists: str = LISTS_EXPOSED,
     ) -> ChoiceExplanation:
+        """`lists`: how the profile's CEL sees list attributes (explain/constraints.py)."""
+        return finish(self._choice_steps(label, choice, classes, index, node, labels, lists))
+
+    def _choice_steps(
+        self,
+        label: str,
+        choice: DeviceChoice,
+        classes: Mapping[str, DeviceClass],
+        index: DeviceIndex,
+        node: str | None,
+        labels: Mapping[str, str] | None,
+        lists: str = LISTS_EXPOSED,
+    ) -> Steps[ChoiceExplanation]:
         out = ChoiceExplanation(
             request=label,
             device_class=choice.device_class_name,
@@ -150,15 +170,17 @@ class Explainer:
             out.reason = out.error
             return out
         per_node: dict[str, int] = defaultdict(int)
-        for d in index.devices:
+        for i, d in enumerate(index.devices):
+            if i % DEVICES_PER_STEP == 0:
+                yield
             if not d.pool_complete or not d.pool_valid:
                 # The allocator skips such pools without evaluating their devices.
-                if self._matches(d, selectors) is True:
+                if self._matches(d, selectors, lists) is True:
                     out.matched += 1
                     reason = "PoolIncomplete" if not d.pool_complete else "PoolInvalid"
                     out.blocked.setdefault(reason, []).append(d.id)
                 continue
-            result = self._matches(d, selectors)
+            result = self._matches(d, selectors, lists)
             if isinstance(result, CelRuntimeError):
                 out.runtime_errors[d.id] = str(result)
                 continue
@@ -175,8 +197,10 @@ class Explainer:
         self._decide(out, per_node, node)
         return out
 
-    def _matches(self, d: IndexedDevice, selectors: Sequence[str]) -> bool | CelRuntimeError:
-        inp = DeviceInput(d.driver, d.device)
+    def _matches(
+        self, d: IndexedDevice, selectors: Sequence[str], lists: str
+    ) -> bool | CelRuntimeError:
+        inp = DeviceInput(d.driver, d.device, lists)
         return self.cel.matches_all(tuple(selectors), inp, d.cache_key)
 
     @staticmethod
@@ -228,24 +252,31 @@ class Explainer:
         c: Constraint,
         requests: Sequence[RequestExplanation],
         index: DeviceIndex,
-    ) -> str | None:
+        attributes: Attributes,
+        derived: Mapping[str, Mapping[str, str]],
+    ) -> Steps[str | None]:
+        """`derived`: each request's (or subrequest's) derived attributes, by label."""
         names = set(c.requests) or {r.name for r in requests}
         attr = c.match_attribute or c.distinct_attribute
         if attr is None:
             return None
-        by_id = {d.id: d for d in index.devices}
-        groups: list[tuple[str, int, dict[AttrValue, int]]] = []
+        by_id: dict[str, IndexedDevice] = {}
+        for i, d in enumerate(index.devices):
+            if i % (64 * DEVICES_PER_STEP) == 0:
+                yield
+            by_id[d.id] = d
+        groups: list[tuple[str, int, dict[Any, int]]] = []
         for r in requests:
             for ch in r.choices:
                 if ch.request.split("/")[0] not in names and ch.request not in names:
                     continue
                 if ch is not r.chosen:
                     continue
-                values: dict[AttrValue, int] = defaultdict(int)
+                values: dict[Any, int] = defaultdict(int)
+                own = derived.get(ch.request, {})
                 for dev_id in ch.free:
                     d = by_id[dev_id]
-                    v = attribute(d.device, d.driver, attr)
-                    if v is not None:
+                    for v in attributes.offered(own, d.device, d.driver, attr, d.cache_key):
                         values[v] += 1
                 groups.append((ch.request, ch.count, values))
         if not groups:
@@ -268,7 +299,7 @@ class Explainer:
                 f"matchAttribute {attr}: no single value is shared by enough free devices "
                 f"of requests {', '.join(g[0] for g in groups)} ({detail})"
             )
-        distinct: set[AttrValue] = set()
+        distinct: set[Any] = set()
         for _, _, vals in groups:
             distinct |= set(vals)
         need = sum(n for _, n, _ in groups)
@@ -293,24 +324,50 @@ class Explainer:
         """The per-device reasons come from the index; with `results` (the pools the index
         was built from) the verdict is the allocator's own answer, from the port of its
         search (explain/search.py), on `node` or on every node."""
+        return finish(self.explain_steps(claim, index, classes, node, labels, results, rules))
+
+    def explain_steps(
+        self,
+        claim: ResourceClaim,
+        index: DeviceIndex,
+        classes: Mapping[str, DeviceClass] | Iterable[DeviceClass],
+        node: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        results: Iterable[PoolResult] | None = None,
+        rules: Sequence[DeviceTaintRule] = (),
+        gather: GatherIndex | None = None,
+        shaky: Mapping[tuple[str, str], list[Assignment]] | None = None,
+    ) -> Steps[ClaimExplanation]:
+        """explain() in steps; `gather` and `shaky`: what the search needs of `results`,
+        when the caller keeps them (explain/catalog.py)."""
         by_name = classes if isinstance(classes, Mapping) else {c.name: c for c in classes}
         out = ClaimExplanation(claim.namespace, claim.name, claim.allocated, node)
+        profile_rules = judged_with(results or ())
+        lists = list_mode(profile_rules)
+        derived: dict[str, Mapping[str, str]] = {}
         for req in claim.requests:
             choices = []
             for ch in req.choices:
                 label = f"{req.name}/{ch.name}" if req.prioritized else req.name
-                choices.append(self.explain_choice(label, ch, by_name, index, node, labels))
+                derived[label] = ch.derived
+                choice = yield from self._choice_steps(
+                    label, ch, by_name, index, node, labels, lists
+                )
+                choices.append(choice)
                 if req.prioritized and choices[-1].satisfiable:
                     break  # the allocator takes the first subrequest that fits
             out.requests.append(RequestExplanation(req.name, req.prioritized, choices))
+        attributes = Attributes(self.cel, profile_rules)
         for c in claim.constraints:
-            problem = self._constraint(c, out.requests, index)
+            problem = yield from self._constraint(c, out.requests, index, attributes, derived)
             if problem is not None:
                 out.constraint_problems.append(problem)
         self._verdict(out)
         if results is not None and not out.allocated:
             nodes = [node] if node is not None else None
-            found = allocatable(claim, results, by_name, rules, nodes, self.cel)
+            found = yield from allocatable_steps(
+                claim, results, by_name, rules, nodes, self.cel, gather=gather, shaky=shaky
+            )
             self._exact(out, found)
         return out
 

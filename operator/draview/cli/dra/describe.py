@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from draview.api.attrvalues import text as attribute_text
 from draview.api.slices import ResourceSlice
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import NotFound
@@ -198,8 +199,13 @@ def _slice_devices(
         if dev.get("stateReason"):
             pairs.append(("Reason", dev["stateReason"]))
         doc.block(3, pairs)
+        spec = spec_devices.get(dev["name"])
+        if spec is not None and spec.attributes:
+            # A list attribute (DRAListTypeAttributes) reads `[0, 1]`.
+            doc.head(3, "Attributes")
+            doc.block(4, [(k, attribute_text(v)) for k, v in sorted(spec.attributes.items())])
         allocation_lines(doc, 3, dev, vis)
-        caps, free = _device_capacity(spec_devices.get(dev["name"]), dev)
+        caps, free = _device_capacity(spec, dev)
         if caps:
             doc.head(3, "Capacity")
             doc.block(4, caps_text(caps))

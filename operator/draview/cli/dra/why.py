@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from draview.api.claims import ResourceClaim, read_claim
+from draview.api.claims import ResourceClaim
+from draview.api.fastclaim import read_claim
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import NotFound
 from draview.cli.dra.rbac import Visibility
