@@ -223,7 +223,8 @@ class Difference:
         verdict, state, reason = self.engine
         return (
             f"device {self.device[0]}[{self.device[1]}]: draview {state}"
-            f"{'/' + reason if reason else ''} ({verdict}), allocator {self.oracle} {self.answers}"
+            f"{'/' + reason if reason else ''} ({verdict}), allocator {self.oracle} "
+            f"{_brief(self.answers)}"
         )
 
 

@@ -51,6 +51,8 @@ def objects(name: str) -> list[dict[str, Any]]:
             named.update(n for n in [spec.get("nodeName")] if n)
             named.update(d["nodeName"] for d in spec.get("devices") or () if d.get("nodeName"))
     known = {o["metadata"]["name"] for o in out if o["kind"] == "Node"}
+    if not named and not known:
+        named.add("node-1")  # slices for every node (allNodes): one node to allocate on
     out.extend(
         {
             "apiVersion": "v1",
