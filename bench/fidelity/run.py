@@ -80,7 +80,7 @@ def main() -> int:
                 for verdict, state, reason in verdicts.values():
                     states[f"{state}/{reason}" if reason else state] += 1
                     totals["order_dependent"] += verdict == "maybe"
-                diffs = compare_devices(world.objects, answer, profile)
+                diffs = compare_devices(world.objects, answer, profile, oracle)
                 totals["disagreements"] += len(diffs)
                 totals["worlds_with_disagreements"] += bool(diffs)
                 examples.extend(f"seed {world.seed}: {d}" for d in diffs[: 3 - len(examples)])
@@ -89,7 +89,9 @@ def main() -> int:
                     [claims_case(str(w.seed), w.objects, w.pending) for w in worlds]
                 )
                 for world, answer in zip(worlds, answers, strict=True):
-                    cdiffs, unknown = compare_claims(world.objects, world.pending, answer, profile)
+                    cdiffs, unknown = compare_claims(
+                        world.objects, world.pending, answer, profile, oracle
+                    )
                     totals["claims"] += len(answer["probes"])
                     totals["claims_order_dependent"] += sum(
                         reduce(p["nodes"]) == "maybe" for p in answer["probes"]

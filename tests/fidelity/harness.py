@@ -14,20 +14,30 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from draview.api.claims import ResourceClaim
 from draview.api.fastslice import slice_from_object
 from draview.api.world import build_world
 from draview.cel import CelEngine
+from draview.engine.aborts import MAY_ABORT
 from draview.engine.attributes import attribute
 from draview.engine.capacity import probe_request
 from draview.engine.model import EngineOptions
 from draview.engine.profile import Profile
 from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
-from draview.explain.allocatable import Allocatability, allocatable
+from draview.explain.allocatable import (
+    ABORTS,
+    FITS,
+    UNSCHEDULABLE,
+    Allocatability,
+    allocatable,
+)
 from draview.explain.gather import ambiguous, node_names
+
+if TYPE_CHECKING:
+    from tests.fidelity.oracle import Oracle
 
 PROBE_DOMAIN = "probe.draview.io"
 PROBE_CLASS = "draview-probe"
@@ -35,6 +45,9 @@ ATTR = f'device.attributes["{PROBE_DOMAIN}"]'
 ORDERS = 2  # as given and reversed; `permutations` adds the orders that matter
 
 DeviceKey = tuple[str, int]  # (slice name, device index)
+# Reasons draview gives a device allocatable in some orders only: of the list (slices that
+# disagree on resourceSliceCount) or, in 1.34, of the pools a node's allocator walks.
+ORDER_DEPENDENT = ("InconsistentSliceCount", MAY_ABORT)
 
 
 def _slices(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -133,21 +146,47 @@ def permutations(objects: Sequence[dict[str, Any]]) -> list[list[int]]:
     return out
 
 
-def reduce(nodes: dict[str, list[str]]) -> str:
-    """The oracle's answers (per node, one per slice list order) as the scheduler sees
-    them: in one order, an error on any node aborts the attempt, else one node that
-    allocates is enough. "yes"/"no" when every order agrees, else "maybe"."""
+def attempts(nodes: dict[str, list[str]]) -> set[str]:
+    """What the scheduling attempts the oracle's answers stand for ended in (per node,
+    one answer per order: one attempt per order): an error on any node aborts the
+    attempt, else one node that allocates is enough."""
     orders = max((len(outs) for outs in nodes.values()), default=0)
-    answers = set()
+    out = set()
     for k in range(orders):
         at_k = [outs[k] for outs in nodes.values()]
         if any(o.startswith("error") for o in at_k):
-            answers.add("no")
+            out.add(ABORTS)
         else:
-            answers.add("yes" if "ok" in at_k else "no")
-    if len(answers) > 1:
-        return "maybe"
-    return answers.pop() if answers else "no"
+            out.add(FITS if "ok" in at_k else UNSCHEDULABLE)
+    return out or {UNSCHEDULABLE}
+
+
+def reduce(nodes: dict[str, list[str]]) -> str:
+    """The attempts as "yes"/"no" when every order agrees, else "maybe"."""
+    seen = attempts(nodes)
+    if FITS not in seen:
+        return "no"
+    return "yes" if len(seen) == 1 else "maybe"
+
+
+# Orders to ask again where draview says the order decides and the oracle showed only
+# some of the outcomes: the allocator's Go map order (1.34, 1.35) is new on every call and
+# cannot be asked for, so the same orders are asked again and again until it shows up.
+MORE_ORDERS = (100, 1000, 1000, 1000)
+
+
+def _ask_more(
+    oracle: Oracle, case: dict[str, Any], wanted: set[str], answer: dict[str, Any], orders: int
+) -> None:
+    """Ask the probes `wanted` of `case` again with `orders` orders; append what the
+    oracle answers to `answer`'s outcome lists (each order one more attempt)."""
+    again = {**case, "probes": [p for p in case["probes"] if p["id"] in wanted], "orders": orders}
+    more = {p["id"]: p["nodes"] for p in oracle.ask(again)["probes"]}
+    for probe in answer["probes"]:
+        extra = more.get(probe["id"])
+        if extra is not None:
+            for node, outs in probe["nodes"].items():
+                outs.extend(extra[node])
 
 
 def engine_verdicts(
@@ -161,7 +200,7 @@ def engine_verdicts(
                 state, reason = d["state"], d.get("stateReason")
                 if state in ("Available", "PartiallyAllocated"):
                     verdict = "yes"
-                elif reason == "InconsistentSliceCount":
+                elif reason in ORDER_DEPENDENT:
                     verdict = "maybe"
                 else:
                     verdict = "no"
@@ -184,7 +223,8 @@ class Difference:
         verdict, state, reason = self.engine
         return (
             f"device {self.device[0]}[{self.device[1]}]: draview {state}"
-            f"{'/' + reason if reason else ''} ({verdict}), allocator {self.oracle} {self.answers}"
+            f"{'/' + reason if reason else ''} ({verdict}), allocator {self.oracle} "
+            f"{_brief(self.answers)}"
         )
 
 
@@ -205,19 +245,36 @@ def _options(profile: Profile | None, **kwargs: Any) -> EngineOptions:
 
 
 def compare_devices(
-    objects: Sequence[dict[str, Any]], answer: dict[str, Any], profile: Profile | None = None
+    objects: Sequence[dict[str, Any]],
+    answer: dict[str, Any],
+    profile: Profile | None = None,
+    oracle: Oracle | None = None,
 ) -> list[Difference]:
+    """`oracle`: ask again, with more orders, the devices draview calls order-dependent
+    where the answer shows one outcome only (MORE_ORDERS); without it they differ."""
     if "error" in answer:
         raise RuntimeError(f"oracle refused the world: {answer['error']}")
     mine = engine_verdicts(objects, _options(profile))
+
+    def ours(probe: dict[str, Any]) -> tuple[str, str, str | None]:
+        slice_name, _, index = probe["id"].rpartition("/")
+        return mine.get((slice_name, int(index)), ("absent", "absent", None))
+
+    for orders in MORE_ORDERS if oracle is not None else ():
+        short = {
+            p["id"]
+            for p in answer["probes"]
+            if ours(p)[0] == "maybe" and reduce(p["nodes"]) != "maybe"
+        }
+        if not short:
+            break
+        _ask_more(oracle, device_case("again", objects, profile), short, answer, orders)
     diffs = []
     for probe in answer["probes"]:
         slice_name, _, index = probe["id"].rpartition("/")
-        key = (slice_name, int(index))
         theirs = reduce(probe["nodes"])
-        ours = mine.get(key, ("absent", "absent", None))
-        if ours[0] != theirs:
-            diffs.append(Difference(key, ours, theirs, probe["nodes"]))
+        if ours(probe)[0] != theirs:
+            diffs.append(Difference((slice_name, int(index)), ours(probe), theirs, probe["nodes"]))
     return diffs
 
 
@@ -246,10 +303,22 @@ class ClaimDifference:
     answers: dict[str, list[str]]
 
     def __str__(self) -> str:
+        seen = "/".join(o for o, _ in self.engine.outcomes) or self.engine.answer
         return (
-            f"claim {self.claim}: draview {self.engine.answer} ({self.engine.detail}), "
-            f"allocator {self.oracle} {self.answers}"
+            f"claim {self.claim}: draview {seen} ({self.engine.detail}), "
+            f"allocator {self.oracle} {_brief(self.answers)}"
         )
+
+
+def _brief(answers: dict[str, list[str]]) -> dict[str, dict[str, int]]:
+    """Per node, how often each kind of answer came (the lists run to a thousand)."""
+    out: dict[str, dict[str, int]] = {}
+    for node, outs in answers.items():
+        counts: dict[str, int] = {}
+        for o in outs:
+            counts[o[:100]] = counts.get(o[:100], 0) + 1
+        out[node] = counts
+    return out
 
 
 def compare_claims(
@@ -257,8 +326,13 @@ def compare_claims(
     pending: Sequence[dict[str, Any]],
     answer: dict[str, Any],
     profile: Profile | None = None,
+    oracle: Oracle | None = None,
 ) -> tuple[list[ClaimDifference], int]:
-    """Differences, and how many claims the search could not decide within its budget."""
+    """Differences, and how many claims the search could not decide within its budget.
+
+    A claim agrees when the attempts end in the outcomes draview names (fits, is
+    unschedulable, aborts), every one of them. `oracle`: where draview names more
+    outcomes than the answer shows, ask again with more orders (MORE_ORDERS)."""
     if "error" in answer:
         raise RuntimeError(f"oracle refused the world: {answer['error']}")
     world = build_world(objects)
@@ -268,17 +342,39 @@ def compare_claims(
     nodes = sorted(set(node_names(results)) - {None} | {n.name for n in world.nodes or ()})
     cel = CelEngine()
     by_id = {f"{c['metadata'].get('namespace', '')}/{c['metadata']['name']}": c for c in pending}
+    mine = {
+        pid: allocatable(
+            ResourceClaim.from_object(c),
+            results,
+            classes,
+            world.taint_rules,
+            nodes,
+            cel,
+            profile=options.profile,
+        )
+        for pid, c in by_id.items()
+    }
+
+    def want(pid: str) -> set[str]:
+        return {o for o, _ in mine[pid].outcomes}
+
+    for orders in MORE_ORDERS if oracle is not None else ():
+        short = {
+            p["id"]
+            for p in answer["probes"]
+            if mine[p["id"]].answer != "unknown" and attempts(p["nodes"]) < want(p["id"])
+        }
+        if not short:
+            break
+        _ask_more(oracle, claims_case("again", objects, pending), short, answer, orders)
     diffs, unknown = [], 0
     for probe in answer["probes"]:
-        claim = ResourceClaim.from_object(by_id[probe["id"]])
-        mine = allocatable(
-            claim, results, classes, world.taint_rules, nodes, cel, profile=options.profile
-        )
-        theirs = reduce(probe["nodes"])
-        if mine.answer == "unknown":
+        theirs = attempts(probe["nodes"])
+        if mine[probe["id"]].answer == "unknown":
             unknown += 1
-        elif mine.answer != theirs:
-            diffs.append(ClaimDifference(probe["id"], mine, theirs, probe["nodes"]))
+        elif theirs != want(probe["id"]):
+            seen = "/".join(o for o in (FITS, UNSCHEDULABLE, ABORTS) if o in theirs)
+            diffs.append(ClaimDifference(probe["id"], mine[probe["id"]], seen, probe["nodes"]))
     return diffs, unknown
 
 

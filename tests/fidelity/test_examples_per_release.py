@@ -81,7 +81,7 @@ def test_each_release_answers_each_example_as_its_allocator_does(
     answer = oracle.ask(device_case(name, world, profile))
     assert "error" not in answer, answer.get("error")
     assert answer["probes"], f"{name}: no device probed"
-    diffs = compare_devices(world, answer, profile)
+    diffs = compare_devices(world, answer, profile, oracle)
     assert not diffs, f"{profile.label()} on {name}:\n" + "\n".join(map(str, diffs))
 
 

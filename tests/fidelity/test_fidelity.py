@@ -79,7 +79,7 @@ def test_device_states_match_the_allocator(oracle: Oracle, worlds: list[World]) 
     for world, answer in zip(worlds, answers, strict=True):
         assert "error" not in answer, f"seed {world.seed}: the oracle refused: {answer['error']}"
         devices += len(answer["probes"])
-        diffs = compare_devices(world.objects, answer)
+        diffs = compare_devices(world.objects, answer, oracle=oracle)
         if diffs and len(failures) < 3:
             failures.append(_report(oracle, world, diffs[0].device))
         elif diffs:
@@ -101,7 +101,7 @@ def test_why_verdicts_match_the_allocator(oracle: Oracle) -> None:
     failures: list[str] = []
     claims = undecided = 0
     for world, answer in zip(worlds, answers, strict=True):
-        diffs, unknown = compare_claims(world.objects, world.pending, answer)
+        diffs, unknown = compare_claims(world.objects, world.pending, answer, oracle=oracle)
         claims += len(answer["probes"])
         undecided += unknown
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)

@@ -79,7 +79,9 @@ def test_devices_and_partitions(
     for world, answer in zip(worlds, answers, strict=True):
         objs = world.objects
         assert "error" not in answer, f"seed {world.seed}: {answer['error']}"
-        failures.extend(f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile))
+        failures.extend(
+            f"seed {world.seed}: {d}" for d in compare_devices(objs, answer, profile, oracle)
+        )
         for _, _, reason in engine_verdicts(objs, EngineOptions(profile=profile)).values():
             seen[str(reason)] += 1
     assert reasons <= set(seen), f"{profile.label()}: the worlds never show {reasons - set(seen)}"
@@ -92,8 +94,7 @@ def test_devices_and_partitions(
     assert not failures, f"{profile.label()}:\n" + "\n".join(failures[:10])
 
 
-# 1.34's and 1.35's claims walk pools in random order: test_profiles.py checks them.
-CLAIM_PROFILES = ("1.36-defaults", "1.36-no-device-status", "1.37-defaults", "1.37-groups-only")
+CLAIM_PROFILES = tuple(sorted(PROFILES))
 
 
 @pytest.mark.parametrize("name", CLAIM_PROFILES)
@@ -109,7 +110,7 @@ def _claims_agree(profile: Profile, oracle: Oracle, worlds: list[World]) -> None
     answers = oracle.ask_many([claims_case(str(w.seed), w.objects, w.pending) for w in worlds])
     failures: list[str] = []
     for world, answer in zip(worlds, answers, strict=True):
-        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile)
+        diffs, unknown = compare_claims(world.objects, world.pending, answer, profile, oracle)
         assert unknown == 0
         failures.extend(f"seed {world.seed}: {d}" for d in diffs)
     assert not failures, f"{profile.label()}:\n" + "\n".join(failures[:10])

@@ -12,9 +12,9 @@ the 32-counter limit together with what their devices consume of them.
 Taints with effect None (added in 1.35) are dropped, and DeviceTaintRules with it; the
 others are written as resource.k8s.io/v1alpha3, the one version 1.34 serves them in.
 
-Pools made invalid by duplicate device names stay out too: 1.34's allocator aborts the
-whole scheduling attempt when its search meets one, whichever pool the claim asks for
-(pools in Go map order), which draview does not mirror (README support table).
+Pools made invalid by duplicate device names stay as generated: 1.34's allocator aborts
+the whole scheduling attempt when its walk meets one, whichever pool the claim asks for
+(engine/aborts.py).
 """
 
 from __future__ import annotations
@@ -48,13 +48,8 @@ def as_134(objects: list[Obj]) -> list[Obj]:
         for s in group:
             for cs in s["spec"].get("sharedCounters") or ():
                 defined.setdefault(cs["name"], cs)
-        names: set[str] = set()
         for s in group:
             devices = s["spec"].get("devices") or []
-            for dev in devices:
-                while dev["name"] in names:
-                    dev["name"] = f"{dev['name']}-x"[-63:]
-                names.add(dev["name"])
             if devices:
                 _own_counters(s["spec"], devices, defined)
     return out

@@ -65,3 +65,49 @@ def test_equal_condition_lists_are_kept_once_and_apart_from_what_is_written() ->
     # A value that cannot be a key: the list is kept as it is.
     odd = [{"type": "Complete", "status": "True", "extra": ["x"]}]
     assert shared.share(odd) is odd
+
+
+def _slice(name: str, pool: str, node: str, *devices: str, count: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {
+            "driver": "gpu.example.com",
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+            "nodeName": node,
+            "devices": [{"name": d} for d in devices],
+        },
+    }
+
+
+async def test_an_invalid_pool_on_134_judges_every_pool_again() -> None:
+    from draview.engine.model import EngineOptions
+    from draview.engine.profile import make_profile
+
+    writer = KeepingWriter()
+    options = EngineOptions(profile=make_profile("1.34"))
+    ctl = Controller(writer, Settings(claim_events=False, engine=options))
+    ctl.leader = True
+    ctl.ingest.slice_event("ADDED", _slice("other", "other", "node-b", "gpu-2"))
+    await ctl.worker.flush()
+
+    def state(name: str) -> tuple[str, str | None]:
+        sr = next(o["status"] for o in writer.objects if o["metadata"]["name"] == name)
+        d = sr["devices"][0]
+        return d["state"], d.get("stateReason")
+
+    assert state("other") == ("Available", None)
+    # node-a's pool "bad" names gpu-0 twice: 1.34's walk on node-a aborts every attempt
+    # for gpu-2, which node-a cannot allocate.
+    ctl.ingest.slice_event("ADDED", _slice("bad-1", "bad", "node-a", "gpu-0", count=2))
+    ctl.ingest.slice_event("ADDED", _slice("bad-2", "bad", "node-a", "gpu-0", count=2))
+    await ctl.worker.flush()
+    assert ("gpu.example.com", "other") in ctl.queue.dirty  # judged again, next batch
+    await ctl.worker.flush()
+    assert state("other") == ("Unavailable", "InvalidPoolAborts")
+    # The duplicate goes: gpu-2 is allocatable again.
+    ctl.ingest.slice_event("DELETED", _slice("bad-2", "bad", "node-a", "gpu-0", count=2))
+    await ctl.worker.flush()
+    await ctl.worker.flush()
+    assert state("other") == ("Available", None)

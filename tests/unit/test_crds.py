@@ -211,13 +211,16 @@ def test_every_typed_status_field_is_declared(kind: str) -> None:
 
 
 def test_device_state_reasons_are_every_reason_the_engine_gives() -> None:
+    from draview.engine.aborts import ABORTS, MAY_ABORT
     from draview.engine.verdict import RANKS
 
     device = _schema(api.SLICE_STATUS_KIND)["properties"]["status"]["properties"]["devices"]
     reasons = device["items"]["properties"]["stateReason"]["enum"]
     # InUse always shows as state Allocated; InconsistentSliceCount is no refusal of its
-    # own but what a device gets when the slice order decides.
-    assert set(reasons) == (set(RANKS) - {"InUse"}) | {"InconsistentSliceCount"}
+    # own but what a device gets when the slice order decides; 1.34's invalid pools
+    # refuse devices of every pool after each pool's own judgement (engine/aborts.py).
+    extra = {"InconsistentSliceCount", ABORTS, MAY_ABORT}
+    assert set(reasons) == (set(RANKS) - {"InUse"}) | extra
 
 
 def test_validator_reports_pruned_and_mistyped_fields() -> None:

@@ -108,6 +108,8 @@ def test_default_release_gates_differ_where_the_releases_do() -> None:
         "taint_rules",
         "partitionable",
         "shareable",
+        "pools_sorted",
+        "search_resumes",
         "list_type_attributes",
         "node_slices_first",
         "shares_debit_counters",

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import claim, device, result, rslice
-from engine_helpers import pool, states
+from builders import DRIVER, claim, device, result, rslice
+from engine_helpers import pool, results, states
 
+from draview.engine.aborts import ABORTS, CONDITION, MAY_ABORT
 from draview.engine.profile import all_gates_on, make_profile
 from draview.engine.rules import rules_for
 
@@ -24,8 +25,10 @@ def test_the_rules_apart() -> None:
     assert not (rules.counter_slices_everywhere or rules.capacity_recheck_own_device)
     # The recheck only happens where consumable capacity is on.
     assert rules_for(K134).capacity_recheck_own_device
-    # Not mirrored yet: an invalid pool anywhere aborts 1.34's attempt (README).
-    assert not K134.mirrored and K134.caveat() is not None
+    # An invalid pool anywhere aborts 1.34's attempt (engine/aborts.py), pools come in
+    # map order (explain/orders.py): mirrored with its defaults and with every gate.
+    assert not rules.invalid_pool_is_node_local and not rules.pools_sorted
+    assert K134.mirrored and K134_ALL.mirrored and K134.caveat() is None
 
 
 def test_an_incomplete_pool_still_hands_out_devices() -> None:
@@ -124,3 +127,69 @@ def test_a_count_beyond_a_slices_length_is_first_fit() -> None:
     for profile, method in ((K135_ALL, "exact"), (K134_ALL, "firstFit")):
         (part,) = pool(*objs, profile=profile, partition_attributes=attrs).status["partitions"]
         assert (part["allocatable"], part["method"]) == (3, method)
+
+
+def _aborting_world() -> tuple[dict[str, Any], ...]:
+    # node-a gathers pool "bad", whose two slices both name gpu-0: invalid. 1.34's walk
+    # on node-a aborts the attempt when it meets "bad", in map order.
+    return (
+        rslice("bad-1", [device("gpu-0", profile="small")], pool="bad", count=2),
+        rslice("bad-2", [device("gpu-0", profile="small")], pool="bad", count=2),
+        rslice("good", [device("gpu-1", profile="small")], pool="good"),
+        rslice("other", [device("gpu-2", profile="small")], pool="other", node="node-b"),
+    )
+
+
+def test_an_invalid_pool_aborts_attempts_on_every_node() -> None:
+    got = results(*_aborting_world(), profile=K134)
+    # node-a can take gpu-1 when it meets "good" before "bad": some attempts allocate it.
+    assert states(got[(DRIVER, "good")])["gpu-1"] == ("Unavailable", MAY_ABORT)
+    # node-a cannot take gpu-2 at all: its walk meets "bad" in every attempt.
+    assert states(got[(DRIVER, "other")])["gpu-2"] == ("Unavailable", ABORTS)
+    assert states(got[(DRIVER, "bad")], "bad-1")["gpu-0"] == ("Unavailable", "PoolInvalid")
+    (cond,) = [c for c in got[(DRIVER, "other")].status["conditions"] if c["type"] == CONDITION]
+    assert cond["status"] == "True" and "gpu.example.com/bad" in cond["message"]
+    # From 1.35 the error stays on node-a.
+    later = results(*_aborting_world(), profile=K135)
+    assert states(later[(DRIVER, "good")])["gpu-1"] == ("Available", None)
+    assert states(later[(DRIVER, "other")])["gpu-2"] == ("Available", None)
+    assert all(c["type"] != CONDITION for c in later[(DRIVER, "other")].status["conditions"])
+
+
+def test_partitions_behind_an_invalid_pool() -> None:
+    attrs = ("gpu.example.com/profile",)
+    got = results(*_aborting_world(), profile=K134, partition_attributes=attrs)
+    (good,) = got[(DRIVER, "good")].status["partitions"]
+    (other,) = got[(DRIVER, "other")].status["partitions"]
+    # One fits on node-a in the attempts that meet "good" first; none ever on node-b.
+    assert (good["allocatable"], good["available"], good["method"]) == (1, 0, "firstFit")
+    assert (other["allocatable"], other["available"], other["method"]) == (0, 0, "exact")
+
+
+def _bound(name: str) -> dict[str, Any]:
+    d = device(name)
+    d["bindingConditions"] = ["example.com/attached"]
+    return d
+
+
+def test_pools_with_binding_conditions_come_last_in_the_walk() -> None:
+    # 1.34's GatherPools puts pools holding devices with binding conditions after the
+    # others: an invalid pool without them always comes before such a pool, and an
+    # invalid pool with them always after a pool without.
+    bad = (rslice("bad-1", [device("gpu-0")], pool="bad", count=2),)
+    objs = (
+        *bad,
+        rslice("bad-2", [device("gpu-0")], pool="bad", count=2),
+        rslice("bind", [_bound("gpu-1")], pool="bind"),
+        rslice("plain", [device("gpu-2")], pool="plain"),
+    )
+    got = results(*objs, profile=K134_ALL)
+    assert states(got[(DRIVER, "bind")])["gpu-1"] == ("Unavailable", ABORTS)
+    assert states(got[(DRIVER, "plain")])["gpu-2"] == ("Unavailable", MAY_ABORT)
+    late = (
+        *bad,
+        rslice("bad-2", [_bound("gpu-0")], pool="bad", count=2),
+        rslice("plain", [device("gpu-2")], pool="plain"),
+    )
+    got = results(*late, profile=K134_ALL)
+    assert states(got[(DRIVER, "plain")])["gpu-2"] == ("Available", None)

@@ -25,10 +25,12 @@ from draview.controller.nodes import NodeIndex
 from draview.controller.store import Store
 from draview.controller.writequeue import ObjKey
 from draview.controller.writer import Writer, obj_key
+from draview.engine.aborts import InvalidPools
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import pool_object_name, result_objects
 from draview.engine.pool import PoolResult, SliceResult, compute_pool
+from draview.engine.rules import rules_for
 
 log = logging.getLogger("draview.controller")
 
@@ -142,6 +144,11 @@ class Reconciler:
         # Per pool, the count above when it was last judged: what explanations unpack
         # and index again (explanations.CatalogSync) is the pools whose stamp moved.
         self.stamps: dict[PoolKey, int] = {}
+        # 1.34: the invalid pools nodes gather refuse devices of every pool; when they
+        # change, every pool is judged again (take_rejudge_all).
+        self.invalid = InvalidPools()
+        self._rejudge_all = False
+        self._node_local = rules_for(settings.engine.profile).invalid_pool_is_node_local
 
     def compute(self, keys: Iterable[PoolKey]) -> Judged:
         desired: list[dict[str, Any]] = []
@@ -160,7 +167,15 @@ class Reconciler:
             if objs is not None:
                 removed.extend(self._own(key, objs))
                 desired.extend(objs)
+        if self.invalid.settle():
+            self._rejudge_all = True
         return desired, removed
+
+    def take_rejudge_all(self) -> bool:
+        """Whether the invalid pools that abort attempts changed since last asked: the
+        pools judged before then must be judged again."""
+        found, self._rejudge_all = self._rejudge_all, False
+        return found
 
     async def compute_in_steps(self, keys: Iterable[PoolKey]) -> Judged:
         """compute() a few pools at a time, yielding in between: a full sync of thousands
@@ -194,6 +209,7 @@ class Reconciler:
                 now=j.now,
                 prepared=before.prepared if before else None,
                 nodes=j.nodes,
+                aborts=self.invalid.aborts,
             )
             objs = result_objects(result, self.settings.max_object_bytes)
         except Exception:
@@ -204,6 +220,12 @@ class Reconciler:
             self.broken.add(key)
             return None
         self.broken.discard(key)
+        prepared = result.prepared
+        if not self._node_local and prepared is not None:
+            binding_last = prepared.rules.binding_pools_last
+            self.invalid.note(
+                key, prepared.views, prepared.flat, result.errors.allocator, binding_last
+            )
         self._report(key, result)
         self.judged += 1
         self.stamps[key] = self.judged
@@ -239,6 +261,7 @@ class Reconciler:
     def _forget(self, key: PoolKey) -> set[ObjKey]:
         """A pool with no slice left: its objects go."""
         self.judged += 1
+        self.invalid.forget(key)
         self.pool_errors.pop(key, None)
         self.results.pop(key, None)
         self._packed.pop(key, None)
@@ -266,6 +289,7 @@ class Reconciler:
         """Lost the lease: the new leader exports the pool series now."""
         for key in self.results:
             metrics.forget_pool(key)
+        self.invalid = InvalidPools()  # pools may go while this replica stands by
         self.results.clear()
         self._packed.clear()
         self.stamps.clear()

@@ -75,6 +75,7 @@ class Worker:
             return
         try:
             judged = await self.reconciler.compute_in_steps(batch)
+            self._rejudge_if_needed()
             metrics.SYNC_TOTAL.inc()
             await self.writer.room()
         except asyncio.CancelledError:
@@ -112,6 +113,7 @@ class Worker:
             while remaining:
                 chunk = list(itertools.islice(remaining, SYNC_CHUNK))
                 desired, removed = await self.reconciler.compute_in_steps(chunk)
+                self._rejudge_if_needed()
                 wanted.update(obj_key(o) for o in desired)
                 await self.writer.room()
                 if not self.role.leader:
@@ -129,6 +131,12 @@ class Worker:
         if failed:
             log.warning("full sync left failures", extra={"count": failed})
         self.role.synced = self.role.leader  # leadership may have been lost while writing
+
+    def _rejudge_if_needed(self) -> None:
+        """1.34: the invalid pools nodes gather changed, and with them the devices of
+        every pool (engine/aborts.py): the next batches judge them all again."""
+        if self.reconciler.take_rejudge_all():
+            self.queue.mark(self.reconciler.store.pools())
 
     def _intact(self, before: dict[ObjKey, Known], dirty: set[PoolKey]) -> set[PoolKey]:
         """Pools a full sync need not judge again: judged before, nothing they read has

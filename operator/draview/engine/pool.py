@@ -27,6 +27,16 @@ from draview.api.status import (
     Summary,
 )
 from draview.api.taints import DeviceTaintRule
+from draview.engine.aborts import (
+    ABORTS,
+    MAY_ABORT,
+    NO_ABORTS,
+    Aborts,
+    abort_condition,
+    aborted_partitions,
+    binding_view,
+    settle,
+)
 from draview.engine.capacity import shared_capacity
 from draview.engine.composite import CompositeGraph
 from draview.engine.conditions import pool_conditions
@@ -134,6 +144,7 @@ class _PoolComputation:
         by_device: Mapping[str, list[AllocRef]],
         rules: Sequence[DeviceTaintRule],
         options: EngineOptions,
+        aborts: Aborts = NO_ABORTS,
     ) -> None:
         self.key = key
         self.prepared = prepared
@@ -164,7 +175,6 @@ class _PoolComputation:
                 consumed[ckey] = q.nanos if before is None else before + q.nanos
         self.consumed = consumed
         self.consumed_fmt = fmts
-        flat = prepared.flat
         self.composite = CompositeGraph(
             [d for fs in prepared.current for d in fs.devices if d.composite], self.in_use
         )
@@ -178,13 +188,22 @@ class _PoolComputation:
         self.sets = _counter_sets(parsed, consumed, fmts, self.left)
         self.judgement = judge(
             prepared.views,
-            flat,
+            prepared.flat,
             self.alloc,
             self._tainted if rules or prepared.has_taints else None,
             self.composite.blocked,
             self._left_for,
             prepared.rules,
         )
+        self._settle_aborts(aborts)
+
+    def _settle_aborts(self, aborts: Aborts) -> None:
+        """1.34: invalid pools that nodes gather refuse devices of every pool."""
+        prepared = self.prepared
+        self.aborts = NO_ABORTS if prepared.rules.invalid_pool_is_node_local else aborts
+        last = prepared.rules.binding_pools_last
+        self.tiers = [int(last and binding_view(v, prepared.flat)) for v in prepared.views]
+        settle(self.judgement.verdicts, self.judgement.offers, self.tiers, self.aborts)
 
     def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
         # The view of almost every pool is its newest slices, already counted above
@@ -383,10 +402,12 @@ def compute_pool(
     now: str | None = None,
     prepared: PreparedPool | None = None,
     nodes: Sequence[NodeInfo] | None = None,
+    aborts: Aborts = NO_ABORTS,
 ) -> PoolResult:
     """Everything draview reports about one pool. `previous` keeps condition times;
     `prepared` (from an earlier result of the same slices) skips the slice-only work;
-    `nodes` are the cluster's nodes (None: unknown, see engine/views.py)."""
+    `nodes` are the cluster's nodes (None: unknown, see engine/views.py); `aborts`: the
+    nodes that gather an invalid pool, which 1.34's scheduler aborts on (aborts.py)."""
     opts = options or EngineOptions()
     profile_rules = rules_for(opts.profile)
     if prepared is None or not prepared.serves(slices, nodes, profile_rules):
@@ -400,7 +421,7 @@ def compute_pool(
     for ref in allocations:
         by_device[ref.device].append(ref)
     rules = [r for r in taint_rules if r.matches(*key)] if profile_rules.taint_rules else []
-    comp = _PoolComputation(key, prepared, by_device, rules, opts)
+    comp = _PoolComputation(key, prepared, by_device, rules, opts, aborts)
     _check_allocations(ps, prepared.parsed, by_device, comp.consumed, comp.consumed_fmt, errors)
     pool_acc = SummaryAcc()
     slice_results = _judge_slices(prepared, comp, pool_acc)
@@ -408,6 +429,7 @@ def compute_pool(
         _capacity_overcommit(slice_results, errors)
     all_errors = errors.all()
     conditions = _conditions(prepared, slice_results, len(all_errors), previous, now)
+    conditions.extend(_abort_conditions(comp, previous, now))
     _attach_brief(ps, slice_results, conditions, all_errors)
     summary = pool_acc.render()
     pool_body = _pool_body(ps, conditions, summary, all_errors, comp)
@@ -463,6 +485,18 @@ def _conditions(
     )
     conditions.append(as_condition(prepared.node_views, previous, now))
     return conditions
+
+
+def _abort_conditions(
+    comp: _PoolComputation, previous: Mapping[str, Condition] | None, now: str | None
+) -> list[Condition]:
+    """AbortedByInvalidPools, on a pool some of whose devices an invalid pool refuses."""
+    if not comp.aborts:
+        return []
+    reasons = Counter(r for _, r in comp.judgement.verdicts.values())
+    if not (reasons[ABORTS] or reasons[MAY_ABORT]):
+        return []
+    return [abort_condition(comp.aborts, reasons[ABORTS], reasons[MAY_ABORT], previous, now)]
 
 
 def _attach_brief(
@@ -551,7 +585,9 @@ def _partitions(
     inputs = [
         PartitionInput(
             comp.flat[i].devices[j],
-            d["state"],
+            # What fits when no node meets an invalid pool first (aborts.py): counted as
+            # if free, the type then says the count depends on the order.
+            _lucky(d) if d.get("stateReason") == MAY_ABORT else d["state"],
             comp.debits(i, j),
             (i, j),
             i < n_current,
@@ -569,4 +605,13 @@ def _partitions(
     parts = partitions(key[0], attrs, inputs, views, opts.exact_partition_limit)
     if comp.alloc.recheck_first:
         first_fit_per_slice(parts, key[0], inputs, comp.flat, comp.alloc.capacity)
+    if comp.aborts:
+        judged = comp.judgement
+        aborted_partitions(
+            parts, key[0], inputs, judged.offers, comp.tiers, judged.verdicts, comp.aborts
+        )
     return parts
+
+
+def _lucky(d: DeviceStatus) -> DeviceState:
+    return "PartiallyAllocated" if d.get("allocations") else "Available"

@@ -251,8 +251,9 @@ class Profile:
     def mirrored(self) -> bool:
         """Whether draview mirrors this release's allocator implementation (each such pair
         is checked against that allocator by tests/fidelity/test_profiles.py). Where it
-        does not, the rules draview knows for the release (engine/rules.py) are used:
-        1.34's leave out only that an invalid pool aborts the whole attempt."""
+        does not (an implementation a release's scheduler never picks for the gates
+        draview knows), the rules draview knows for the release (engine/rules.py) are
+        used."""
         return (self.release, self.implementation) in MIRRORED
 
     def caveat(self) -> str | None:
@@ -282,6 +283,7 @@ class Profile:
 # (release, implementation) pairs the engine mirrors; the rest get Profile.caveat().
 MIRRORED: Final = frozenset(
     {
+        ("1.34", "experimental"),
         ("1.35", "incubating"),
         ("1.35", "experimental"),
         ("1.36", "incubating"),

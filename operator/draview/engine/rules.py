@@ -28,6 +28,9 @@ class Rules:
     partitionable: bool = True
     shareable: bool = True
     invalid_pool_is_node_local: bool = True
+    pools_sorted: bool = True
+    search_resumes: bool = True
+    distinct_by_value: bool = True
     list_type_attributes: bool = True
     counter_slices_everywhere: bool = True
     node_slices_first: bool = True
@@ -92,6 +95,25 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "an invalid pool fails only the node whose view holds it",
         "1.35+ (ErrFailedAllocationOnNode); 1.34 aborts the scheduling attempt",
         "plugins/dynamicresources/dynamicresources.go: Filter",
+    ),
+    "pools_sorted": (
+        "GatherPools returns the pools sorted by driver and pool name and each pool's "
+        "slices sorted by name, so the first-fit search meets devices in one fixed order",
+        "1.36+ (1.34 and 1.35 return the pools in Go map order, new on every Allocate "
+        "call, and a pool's slices in the order the scheduler listed them)",
+        "structured/internal/*/pools_*.go: GatherPools (sortPoolsByID, sortSlicesByName)",
+    ),
+    "search_resumes": (
+        "allocateOne looks for a request's next device after the one it took last",
+        "1.36+ (startLocation; 1.34 and 1.35 walk every pool again from the first one "
+        "for each device)",
+        "structured/internal/*/allocator_*.go: allocateOne",
+    ),
+    "distinct_by_value": (
+        "distinctAttribute refuses a device whose value another device of the claim has",
+        "1.35+ (1.34 compares the values' pointers: only the same device taken again, a "
+        "shareable one, repeats a value)",
+        "structured/internal/experimental/constraint.go: matchesAttribute",
     ),
     "list_type_attributes": (
         "CEL sees a list-typed attribute as a list (else any selector evaluated on a "
@@ -294,6 +316,9 @@ def rules_for(profile: Profile) -> Rules:
         partitionable="PartitionableDevices" in features,
         shareable="ConsumableCapacity" in features,
         invalid_pool_is_node_local=profile.release != "1.34",
+        pools_sorted=profile.release not in ("1.34", "1.35"),
+        search_resumes=profile.release not in ("1.34", "1.35"),
+        distinct_by_value=profile.release != "1.34",
         list_type_attributes=profile.release == "1.37"
         or (profile.release == "1.36" and profile.gate("DRAListTypeAttributes")),
         counter_slices_everywhere=profile.release in ("1.35", "1.36"),

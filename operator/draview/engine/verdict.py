@@ -232,6 +232,8 @@ class Judgement:
     stale: set[int]
     # Slices the profile's GatherPools skips, with why (FlatSlice.ignored).
     ignored: Mapping[int, str] = field(default_factory=dict)
+    # Per view: its nodes and the devices it would hand out (engine/aborts.py).
+    offers: list[tuple[tuple[str | None, ...], set[tuple[int, int]]]] = field(default_factory=list)
 
     def verdict(self, at: tuple[int, int]) -> Verdict:
         found = self.verdicts.get(at)
@@ -266,7 +268,7 @@ def judge(
     if run.per_count:
         _settle(run.best, run.per_count, first_choices([v.first for v in views]))
     ignored = {i: fs.ignored for i, fs in enumerate(flat) if fs.ignored}
-    return Judgement(run.best, run.free_by_view, run.stale, ignored)
+    return Judgement(run.best, run.free_by_view, run.stale, ignored, run.offers)
 
 
 def _checks(
@@ -305,6 +307,7 @@ class _Judging:
     per_count: dict[tuple[int, int], list[tuple[int, list[str | None]]]] = field(
         default_factory=dict
     )
+    offers: list[tuple[tuple[str | None, ...], set[tuple[int, int]]]] = field(default_factory=list)
 
     def view(self, vi: int, view: View, checks: list[ViewCheck | str]) -> None:
         self.stale.update(view.stale)
@@ -347,6 +350,7 @@ class _Judging:
                 free.add(at)
             before = None if fresh else best.get(at)
             best[at] = verdict if before is None else _better(before, verdict)
+        self.offers.append((view.nodes, free))
         first_ok = next((c for c in checks if isinstance(c, ViewCheck)), None)
         if free and first_ok is not None:
             self.free_by_view.append((free, first_ok.left, first_ok.groups))

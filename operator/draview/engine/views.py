@@ -60,6 +60,10 @@ class Outcome:
 
     kind: OutcomeKind
     parsed: ParsedPool | None = None  # "ok" and "invalid": the view's counters and errors
+    # Fewer slices than the count trusted, in a profile whose allocator still hands out
+    # the devices (1.34, rules.incomplete_pools_refused off): only allocationMode All
+    # fails on it.
+    short: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,9 +248,11 @@ def _outcome(
     flat: Sequence[FlatSlice], view: list[int], generation: int, count: int, parse: Parser
 ) -> Outcome:
     others: list[int] = []
+    short = False
     if len(view) != count and not parse.check_pool:
         if parse.refuse_incomplete:
             return Outcome("incomplete")
+        short = True
     elif len(view) != count:
         # checkSlicesInPool: the rest of the pool decides.
         gens = [fs.slice.pool.generation for fs in flat]
@@ -259,7 +265,7 @@ def _outcome(
         taken = set(view)
         others = [i for i in at_gen if i not in taken]
     parsed = parse(view, others)
-    return Outcome("invalid" if parsed.errors else "ok", parsed)
+    return Outcome("invalid" if parsed.errors else "ok", parsed, short)
 
 
 def _view(

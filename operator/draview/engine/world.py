@@ -8,11 +8,13 @@ from typing import Any
 
 from draview.api.nodes import NodeGroups, NodeInfo, assumed_nodes
 from draview.api.world import World
+from draview.engine.aborts import NO_ABORTS, Aborts, find_aborts
 from draview.engine.allocations import index_allocations
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.objects import result_objects
 from draview.engine.pool import PoolResult, compute_pool
 from draview.engine.pools import group_slices
+from draview.engine.rules import rules_for
 
 
 def compute_world(world: World, options: EngineOptions | None = None) -> list[PoolResult]:
@@ -37,18 +39,38 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
             {n.name: n.labels for n in world.nodes},
             {n.name: n.declared for n in world.nodes if n.declared is not None},
         )
-    return [
-        compute_pool(
-            key,
-            by_pool.get(key, []),
-            allocations.get(key, ()),
-            world.taint_rules,
-            problems.get(key, ()),
-            options,
-            nodes=nodes,
-        )
-        for key in keys
-    ]
+
+    def judged(aborts: Aborts, before: Sequence[PoolResult] = ()) -> list[PoolResult]:
+        prepared = {r.key: r.prepared for r in before}
+        return [
+            compute_pool(
+                key,
+                by_pool.get(key, []),
+                allocations.get(key, ()),
+                world.taint_rules,
+                problems.get(key, ()),
+                options,
+                prepared=prepared.get(key),
+                nodes=nodes,
+                aborts=aborts,
+            )
+            for key in keys
+        ]
+
+    results = judged(NO_ABORTS)
+    rules = rules_for((options or EngineOptions()).profile)
+    if rules.invalid_pool_is_node_local:
+        return results
+    # 1.34: a pool's devices depend on the invalid pools of every other (aborts.py).
+    aborts = find_aborts(
+        (
+            (r.key, r.prepared.views, r.prepared.flat, r.errors.allocator)
+            for r in results
+            if r.prepared
+        ),
+        rules.binding_pools_last,
+    )
+    return judged(aborts, results) if aborts else results
 
 
 def world_objects(world: World, options: EngineOptions | None = None) -> list[dict[str, Any]]:

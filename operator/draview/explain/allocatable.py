@@ -2,7 +2,10 @@
 explain/search.py run on every node, as the scheduler's Filter runs it.
 
 One node's error that is not "not on this node" aborts the whole attempt, so it decides
-the answer; otherwise one node with a solution is enough.
+the answer; otherwise one node with a solution is enough. Where the allocator walks pools
+in map order (1.34, 1.35), each node's search is run over every order that can matter
+(explain/orders.py), and the attempt's possible outcomes are combined from each node's:
+every node's Allocate call gets an order of its own.
 """
 
 from __future__ import annotations
@@ -17,57 +20,99 @@ from draview.cel import CelEngine
 from draview.engine.pool import PoolResult
 from draview.engine.profile import Profile
 from draview.engine.rules import DEFAULT_RULES, Rules, as_read, refusal, rules_for
-from draview.explain.gather import Assignment, GatherIndex, ambiguous, node_pools
+from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous, node_pools
+from draview.explain.orders import Chooser, every_order, relevance
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
 from draview.explain.steps import Steps, finish
 
 MAX_COMBINATIONS = 256  # assignments of trusted counts, combined across pools
 
+# What one scheduling attempt can end in.
+FITS, UNSCHEDULABLE, ABORTS = "yes", "unschedulable", "aborts"
+
 
 @dataclass(frozen=True, slots=True)
 class Allocatability:
-    # "yes", "no", "maybe" (depends on the order the scheduler lists slices), "unknown"
-    # (the search ran out of steps)
+    # "yes", "no", "maybe" (depends on the order the scheduler lists slices or its
+    # allocator walks pools), "unknown" (the search ran out of steps)
     answer: str
     detail: str = ""
-    nodes: tuple[str, ...] = ()  # where it fits
+    nodes: tuple[str, ...] = ()  # where it fits (where it may, for "maybe")
+    # The attempt outcomes that can happen (FITS, UNSCHEDULABLE, ABORTS), each with what
+    # it says: more than one when the order decides.
+    outcomes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def aborts(self) -> bool:
+        """Every attempt ends in an error that aborts it (the verdict Error)."""
+        return [o for o, _ in self.outcomes] == [ABORTS]
+
+
+@dataclass(slots=True)
+class _Question:
+    """One claim asked on every node: what stays the same across nodes and orders."""
+
+    claim: ResourceClaim
+    index: GatherIndex
+    classes: Mapping[str, DeviceClass]
+    rules: Sequence[DeviceTaintRule]
+    cel: CelEngine
+    profile_rules: Rules
+    budget: int
+
+    def node(self, pools: list[NodePool]) -> dict[str, str]:
+        """The outcomes of one node's Allocate call ("ok", "no", "invalid", "error"),
+        over every pool order the profile's allocator may walk."""
+        if self.profile_rules.pools_sorted:
+            search = NodeSearch(
+                self.claim, self.classes, pools, self.cel, self.budget, self.profile_rules
+            )
+            try:
+                outcome, detail = search.run(), ""
+            except SearchError as exc:
+                outcome, detail = "error", str(exc)
+            self.budget = search.budget
+            return {outcome: detail}
+
+        def make(chooser: Chooser, budget: int) -> NodeSearch:
+            return NodeSearch(
+                self.claim, self.classes, pools, self.cel, budget, self.profile_rules, chooser
+            )
+
+        relevant = relevance(self.claim, self.classes, pools, self.cel, self.profile_rules)
+        found, self.budget = every_order(make, relevant, self.budget, (SearchError,))
+        return found
 
 
 def _once(
-    claim: ResourceClaim,
-    index: GatherIndex,
-    classes: Mapping[str, DeviceClass],
-    rules: Sequence[DeviceTaintRule],
-    nodes: Sequence[str | None],
-    cel: CelEngine,
-    which: Mapping[tuple[str, str], Assignment],
-    budget: int,
-    profile_rules: Rules = DEFAULT_RULES,
-) -> Steps[Allocatability]:
+    q: _Question, nodes: Sequence[str | None], which: Mapping[tuple[str, str], Assignment]
+) -> Steps[tuple[dict[str, str], list[str]]]:
+    """The outcomes one attempt can end in, for one assignment of trusted counts, and
+    the nodes where it may fit."""
     fits: list[str] = []
-    unknown = False
+    error = ""
+    stuck = True  # every node can end without a solution and without an error
     for node in nodes:
         yield  # one node's search between two steps
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
-        pools = node_pools(node, index, rules, which, profile_rules.binding_pools_last)
-        search = NodeSearch(claim, classes, pools, cel, budget, profile_rules)
-        try:
-            outcome = search.run()
-            budget = search.budget
-        except SearchError as exc:
-            return Allocatability("no", f"the scheduler aborts: {exc}")
-        except BudgetExceeded:
-            unknown = True
-            break
-        if outcome == "ok":
+        pools = node_pools(node, q.index, q.rules, which, q.profile_rules.binding_pools_last)
+        found = q.node(pools)
+        if "error" in found:
+            if len(found) == 1:  # whatever the other nodes do
+                return {ABORTS: f"the scheduler aborts: {found['error']}"}, []
+            error = error or f"the scheduler aborts: {found['error']}"
+        if "ok" in found:
             fits.append(node or "any node")
-    if unknown:
-        # Even with a fit somewhere, a node not searched could abort the attempt.
-        return Allocatability("unknown", "the search for a solution was cut short")
+        stuck = stuck and bool({"no", "invalid"} & found.keys())
+    out: dict[str, str] = {}
     if fits:
-        return Allocatability("yes", nodes=tuple(fits))
-    return Allocatability("no", "no node has devices that satisfy every request")
+        out[FITS] = "it fits on " + ", ".join(fits[:3]) + (" and more" if len(fits) > 3 else "")
+    if stuck:
+        out[UNSCHEDULABLE] = "no node has devices that satisfy every request"
+    if error:
+        out[ABORTS] = error
+    return out, fits
 
 
 def judged_with(results: Iterable[PoolResult]) -> Rules:
@@ -111,38 +156,56 @@ def allocatable_steps(
     profile_rules = rules_for(profile) if profile is not None else judged_with(results)
     refused = refusal(claim, profile_rules)
     if refused is not None:
-        return Allocatability("no", f"the scheduler aborts: {refused}")
+        return _verdict({ABORTS: f"the scheduler aborts: {refused}"})
     if not profile_rules.taint_rules:
         rules = ()
-    claim = as_read(claim, profile_rules)
-    cel = cel or CelEngine()
     if gather is None or shaky is None:
         listed = list(results)
         gather, shaky = GatherIndex.build(listed), ambiguous(listed)
+    q = _Question(
+        as_read(claim, profile_rules),
+        gather,
+        classes,
+        rules,
+        cel or CelEngine(),
+        profile_rules,
+        budget,
+    )
     tried = list(nodes) if nodes is not None else gather.nodes()
     # Where slices disagree on resourceSliceCount the scheduler's list order picks the
     # count; every combination is tried (two counts per pool, so a handful at most).
     pools = dict(shaky)
-    answers: list[Allocatability] = []
-    # Pools are gathered apart, so any assignment of one combines with any of another.
-    for combo in islice(product(*pools.values()), MAX_COMBINATIONS):
-        answer = yield from _once(
-            claim,
-            gather,
-            classes,
-            rules,
-            tried,
-            cel,
-            dict(zip(pools, combo, strict=True)),
-            budget,
-            profile_rules,
-        )
-        answers.append(answer)
-    kinds = {a.answer for a in answers}
-    if len(kinds) == 1 or "unknown" in kinds:
-        return answers[0] if len(kinds) == 1 else Allocatability("unknown", answers[0].detail)
-    return Allocatability(
-        "maybe",
-        "slices of a pool disagree on resourceSliceCount: the answer depends on which "
-        "one the scheduler lists first",
+    outcomes: dict[str, str] = {}
+    fits: dict[str, None] = {}
+    shuffled = False  # some attempt's outcome depends on the pool order alone
+    try:
+        # Pools are gathered apart, so any assignment of one combines with any of another.
+        for combo in islice(product(*pools.values()), MAX_COMBINATIONS):
+            found, where = yield from _once(q, tried, dict(zip(pools, combo, strict=True)))
+            shuffled = shuffled or len(found) > 1
+            fits.update(dict.fromkeys(where))
+            for outcome, detail in found.items():
+                outcomes.setdefault(outcome, detail)
+    except BudgetExceeded:
+        # Even with a fit somewhere, a node not searched could abort the attempt.
+        return Allocatability("unknown", "the search for a solution was cut short")
+    return _verdict(outcomes, tuple(fits), shuffled)
+
+
+def _verdict(
+    outcomes: Mapping[str, str], nodes: tuple[str, ...] = (), shuffled: bool = False
+) -> Allocatability:
+    ranked = tuple((o, outcomes[o]) for o in (FITS, UNSCHEDULABLE, ABORTS) if o in outcomes)
+    if len(ranked) == 1:
+        outcome, detail = ranked[0]
+        if outcome == FITS:
+            return Allocatability("yes", nodes=nodes, outcomes=ranked)
+        return Allocatability("no", detail, outcomes=ranked)
+    why = (
+        "the allocator walks pools in an order of its own on every attempt"
+        if shuffled
+        else "slices of a pool disagree on resourceSliceCount: the answer depends on "
+        "which one the scheduler lists first"
     )
+    detail = f"{why}: " + "; or ".join(d for _, d in ranked)
+    return Allocatability("maybe" if FITS in outcomes else "no", detail, nodes, ranked)

@@ -202,8 +202,12 @@ class MatchAttribute(AttributeConstraint):
 @dataclass(slots=True)
 class DistinctAttribute(AttributeConstraint):
     every_device: bool  # rules.distinct_every_device
+    # 1.34 compares the values' pointers (rules.distinct_by_value off): only the same
+    # device taken again repeats a value.
+    by_device: bool = False
     taken: list[Typed] = field(default_factory=list)  # from 1.37
     by_request: dict[str, Typed] = field(default_factory=dict)  # until 1.36
+    on_request: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # 1.34
     count: int = 0
 
     def add(self, taker: Taker, d: SearchDevice) -> bool:
@@ -218,11 +222,17 @@ class DistinctAttribute(AttributeConstraint):
             self.taken.append(value)
         else:
             # Until 1.36 the first device is taken unchecked.
-            if self.count and not self._distinct(value, list(self.by_request.values())):
+            if self.count and not self._apart(value, d):
                 return False
             self.by_request[taker.base] = value
+            self.on_request[taker.base] = d.id
         self.count += 1
         return True
+
+    def _apart(self, value: Typed, d: SearchDevice) -> bool:
+        if self.by_device:
+            return value[0] in SCALARS and d.id not in self.on_request.values()
+        return self._distinct(value, list(self.by_request.values()))
 
     def _distinct(self, value: Typed, others: list[Typed]) -> bool:
         if self.sets:
@@ -243,6 +253,7 @@ class DistinctAttribute(AttributeConstraint):
             self.taken.pop()
         else:
             self.by_request.pop(taker.base, None)
+            self.on_request.pop(taker.base, None)
 
 
 def make(c: Constraint, rules: Rules, lookup: Lookup) -> MatchAttribute | DistinctAttribute:
@@ -251,6 +262,11 @@ def make(c: Constraint, rules: Rules, lookup: Lookup) -> MatchAttribute | Distin
         return MatchAttribute(names, c.match_attribute, lookup, rules.list_constraints)
     if c.distinct_attribute:
         return DistinctAttribute(
-            names, c.distinct_attribute, lookup, rules.list_constraints, rules.distinct_every_device
+            names,
+            c.distinct_attribute,
+            lookup,
+            rules.list_constraints,
+            rules.distinct_every_device,
+            not rules.distinct_by_value,
         )
     raise ConstraintError("empty constraint (unsupported constraint type?)")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from draview.api.slices import Device, Taint
 from draview.api.taints import DeviceTaintRule
+from draview.engine.aborts import binding_view
+from draview.engine.flatten import FlatSlice
 from draview.engine.model import PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
@@ -56,6 +58,9 @@ class NodePool:
     parsed: ParsedPool | None = None  # the view's counter sets and counted devices
     allocated: AllocatedState = field(default_factory=AllocatedState)
     binding: bool = False  # some device of its slices has binding conditions
+    # Which of `slices` the list may hold first, where the count it trusts depends on
+    # that (None: any); only the walk of a list-ordered pool (1.34, 1.35) cares.
+    firsts: frozenset[int] | None = None
 
 
 @dataclass(slots=True)
@@ -144,8 +149,12 @@ def _pool(
         return out
     if o.kind == "invalid":
         out.invalid = True
+        # 1.34 meets it in its walk, after the others when it holds binding conditions.
+        out.binding = view is not None and binding_view(view, prepared.flat)
         return out
     out.parsed = o.parsed
+    # 1.34 walks a pool that looks incomplete like any other; allocationMode All fails.
+    out.incomplete = o.short
     if view is None:
         return out
     targets = set(view.targets)
@@ -160,30 +169,55 @@ def _pool(
     slice_indices = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
     for i in slice_indices:
         fs = flat[i]
-        s = fs.slice
-        per_device = s.per_device_node_selection and not (
-            s.node_name or s.all_nodes or s.node_selector is not None
-        )
-        devices = []
-        for j, dev in enumerate(fs.devices):
-            devices.append(
-                SearchDevice(
-                    driver,
-                    name,
-                    fs.slice.name,
-                    fs.slice.generation,
-                    dev,
-                    (i, j) in targets,
-                    tuple(effective_taints(driver, name, dev, rules)),
-                    tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
-                    (i, j) in view.unsupported,
-                    bool(dev.node_name if per_device else fs.slice.node_name) or dev.binds_to_node,
-                    refuse_skips and bool(s.skip_node_operations),
-                )
-            )
-        out.slices.append(devices)
+        out.slices.append(_devices(r.key, i, fs, view, targets, rules, o, refuse_skips))
         out.binding = out.binding or any(dev.binding_conditions for dev in fs.devices)
+    if len(outcomes) > 1:
+        out.firsts = _firsts(view, min(which, len(outcomes) - 1), slice_indices)
     return out
+
+
+def _devices(
+    key: tuple[str, str],
+    i: int,
+    fs: FlatSlice,
+    view: View,
+    targets: set[tuple[int, int]],
+    rules: Sequence[DeviceTaintRule],
+    o: Outcome,
+    refuse_skips: bool,
+) -> list[SearchDevice]:
+    """The devices of the view's slice `i` (flat index), as the search meets them."""
+    driver, name = key
+    s = fs.slice
+    per_device = s.per_device_node_selection and not (
+        s.node_name or s.all_nodes or s.node_selector is not None
+    )
+    return [
+        SearchDevice(
+            driver,
+            name,
+            s.name,
+            s.generation,
+            dev,
+            (i, j) in targets,
+            tuple(effective_taints(driver, name, dev, rules)),
+            tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
+            (i, j) in view.unsupported,
+            bool(dev.node_name if per_device else s.node_name) or dev.binds_to_node,
+            refuse_skips and bool(s.skip_node_operations),
+        )
+        for j, dev in enumerate(fs.devices)
+    ]
+
+
+def _firsts(view: View, picked: int, slice_indices: Sequence[int]) -> frozenset[int] | None:
+    """Which of the pool's walked slices the list may hold first, for the count the
+    view trusts (`picked`): a list-ordered walk (1.34, 1.35) begins with one of them.
+    None where one of those slices is not walked (it may come first unseen)."""
+    leading = {i for i, k in view.first if k == picked}
+    if not leading <= set(slice_indices):
+        return None
+    return frozenset(n for n, i in enumerate(slice_indices) if i in leading)
 
 
 # Per view of a pool (and last, its bystander), the index of the outcome it gets.

@@ -69,7 +69,10 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
     else:
         flat = [flatten_slice(s) for s in result.pool.current]
         parsed = parse_pool(flat)
-    complete = result.pool.complete
+    # 1.34 hands out the devices of a pool that looks incomplete.
+    complete = result.pool.complete or (
+        prepared is not None and not prepared.rules.incomplete_pools_refused
+    )
     valid = not result.errors.allocator
     devices = []
     for fs in flat:

@@ -36,6 +36,7 @@ from draview.explain.constraints import (
     make,
 )
 from draview.explain.gather import NodePool, SearchDevice
+from draview.explain.orders import Chooser
 from draview.quantity import Quantity, try_parse_quantity
 
 MAX_RESULTS = 32  # AllocationResultsMaxSize
@@ -119,8 +120,11 @@ class NodeSearch:
         cel: CelEngine,
         budget: int = 200_000,
         rules: Rules = DEFAULT_RULES,
+        chooser: Chooser | None = None,
     ) -> None:
+        """`chooser`: the walk order where the allocator walks pools in map order."""
         self.claim = claim
+        self.chooser = chooser
         self.rules = rules
         self.lists = list_mode(rules)
         self.classes = classes
@@ -159,7 +163,9 @@ class NodeSearch:
         except _MaxSize:
             done = False
         if not done:
-            return "invalid" if any(p.invalid for p in self.pools) else "no"
+            # ErrFailedAllocationOnNode came with 1.35; 1.34 says nothing more.
+            node_local = self.rules.invalid_pool_is_node_local
+            return "invalid" if node_local and any(p.invalid for p in self.pools) else "no"
         for d in self.results:
             if d.node_local:
                 break
@@ -183,6 +189,8 @@ class NodeSearch:
             data.num = ch.count
         elif ch.allocation_mode == "All":
             data.all_devices = []
+            # Any pool that looks incomplete or invalid fails the request, whatever the
+            # order the allocator meets them in.
             for pool in self.pools:
                 if pool.incomplete or pool.invalid:
                     state = "being updated" if pool.incomplete else "invalid"
@@ -190,18 +198,16 @@ class NodeSearch:
                         f"request {label} asks for all devices, but resource pool "
                         f"{pool.driver}/{pool.pool} is currently {state}"
                     )
-                for devices in pool.slices:
-                    for d in devices:
-                        if not self._selectable(key, data, d):
-                            continue
-                        used = (
-                            None
-                            if self.rules.all_mode_static_capacity
-                            else pool.allocated.capacity.get(d.device.name)
-                        )
-                        fit = self._request_fits(d.device, data.capacities, used, None)
-                        if fit:
-                            data.all_devices.append((d, pool))
+            for _, d, pool in self._candidates(ORIGIN):
+                if not self._selectable(key, data, d):
+                    continue
+                used = (
+                    None
+                    if self.rules.all_mode_static_capacity
+                    else pool.allocated.capacity.get(d.device.name)
+                )
+                if self._request_fits(d.device, data.capacities, used, None):
+                    data.all_devices.append((d, pool))
             data.num = len(data.all_devices)
         else:
             raise SearchError(f"request {label}: unsupported mode {ch.allocation_mode}")
@@ -227,14 +233,14 @@ class NodeSearch:
             raise _MaxSize
         if data.all_devices is not None:
             d, pool = data.all_devices[di]
-            undo = self._allocate(data, d, pool, must=True)
+            undo = self._allocate(data, d, pool, must=True, slot=di)
             if undo is None:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
         for loc, d, pool in self._candidates(start):
             if not self._fits(ri, si, data, d, pool):
                 continue
-            undo = self._allocate(data, d, pool, must=False)
+            undo = self._allocate(data, d, pool, must=False, slot=di)
             if undo is None:
                 continue
             nxt: Location = (loc[0], loc[1], loc[2] + 1)
@@ -264,11 +270,17 @@ class NodeSearch:
         return False
 
     def _candidates(self, start: Location) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
-        """Devices from `start` on: pools in order (incomplete and invalid ones skipped),
-        slices by name, devices in slice order."""
+        """Devices from `start` on: pools in order (invalid ones skipped; those that look
+        incomplete hold no devices unless the profile hands them out), slices by name,
+        devices in slice order. Where the profile's allocator walks pools in map order
+        (rules.pools_sorted off) the chooser gives the order, and every device restarts
+        the walk at the first pool (rules.search_resumes off)."""
+        if self.chooser is not None:
+            yield from self._chosen()
+            return
         for pi in range(start[0], len(self.pools)):
             pool = self.pools[pi]
-            if pool.incomplete or pool.invalid:
+            if pool.invalid:
                 continue
             first_slice = start[1] if pi == start[0] else 0
             for sj in range(first_slice, len(pool.slices)):
@@ -276,6 +288,17 @@ class NodeSearch:
                 first_dev = start[2] if (pi, sj) == start[:2] else 0
                 for dj in range(first_dev, len(devices)):
                     yield (pi, sj, dj), devices[dj], pool
+
+    def _chosen(self) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
+        assert self.chooser is not None
+        for pi in self.chooser.pools():
+            pool = self.pools[pi]
+            if pool.invalid:
+                # 1.34: allocateOne fails as soon as its walk meets an invalid pool.
+                raise SearchError(f"pool {pool.pool} is invalid")
+            for sj in self.chooser.slices(pi):
+                for dj, d in enumerate(pool.slices[sj]):
+                    yield (pi, sj, dj), d, pool
 
     def _fits(self, ri: int, si: int, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
         """The checks before allocateDevice: in use, selectors, capacity."""
@@ -329,9 +352,10 @@ class NodeSearch:
         return d.reaches
 
     def _allocate(
-        self, data: _Request, d: SearchDevice, pool: NodePool, must: bool
+        self, data: _Request, d: SearchDevice, pool: NodePool, must: bool, slot: int = 0
     ) -> Callable[[], None] | None:
-        """allocateDevice: None when the device cannot be taken, else how to give it back."""
+        """allocateDevice: None when the device cannot be taken, else how to give it back.
+        `slot`: which device of its request (or subrequest) this one would be."""
         dev = d.device
         multi = dev.allow_multiple_allocations
         admin = data.choice.admin_access
@@ -366,27 +390,17 @@ class NodeSearch:
             if reserved and (releases or not multi):
                 self.counters.release(d, pool)
 
-        if untolerated(d.taints, data.choice.tolerations):
+        if not self._admits(data, d, must, undo):
             refuse()
             return None
-        for c in self.constraints:
-            try:
-                added = c.add(data, d)
-            except ConstraintError as exc:
-                raise SearchError(str(exc)) from exc
-            if not added:
-                refuse()
-                if must:
-                    raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
-                return None
-            undo.append(partial(c.remove, data))
         if not multi:
             self.allocating.add(d.id)
             undo.append(lambda: self.allocating.discard(d.id))
-        used = pool.allocated.capacity.get(dev.name)
-        allocating = self.allocating_capacity.get(d.id)
-        if self._request_fits(dev, data.capacities, used, allocating) is not True:
-            refuse()
+        if not self._capacity_fits(data, d, pool, slot):
+            if self.rules.capacity_recheck_own_device:
+                refuse()
+            # else 1.34: allocateDevice returns with the device still marked as being
+            # allocated, in the constraints and in the counters.
             return None
         if multi:
             share = taken(dev, data.capacities, self.rules.fractional_capacity_range)
@@ -395,6 +409,42 @@ class NodeSearch:
         self.results.append(d)
         undo.append(self._drop_last)
         return rollback
+
+    def _admits(
+        self, data: _Request, d: SearchDevice, must: bool, undo: list[Callable[[], None]]
+    ) -> bool:
+        """allocateDevice's taint and constraint checks; each constraint that takes the
+        device puts how to give it back on `undo`."""
+        if untolerated(d.taints, data.choice.tolerations):
+            return False
+        for c in self.constraints:
+            try:
+                added = c.add(data, d)
+            except ConstraintError as exc:
+                raise SearchError(str(exc)) from exc
+            if not added:
+                if must:  # the attempt aborts: what was taken no longer matters
+                    raise SearchError(f"cannot add device {d.id}: a claim constraint fails")
+                return False
+            undo.append(partial(c.remove, data))
+        return True
+
+    def _capacity_fits(self, data: _Request, d: SearchDevice, pool: NodePool, slot: int) -> bool:
+        """allocateDevice's capacity check. 1.34 with consumable capacity makes it against
+        the device at index `slot` of the candidate's slice, and indexes past the slice's
+        end (rules.capacity_recheck_own_device off): a panic, which aborts."""
+        target = d
+        if not self.rules.capacity_recheck_own_device:
+            mates = next((s for s in pool.slices if any(x is d for x in s)), [d])
+            if slot >= len(mates):
+                raise SearchError(
+                    f"allocateDevice reads device {slot} of a slice of {len(mates)} "
+                    "(index out of range)"
+                )
+            target = mates[slot]
+        used = pool.allocated.capacity.get(target.device.name)
+        allocating = self.allocating_capacity.get(target.id)
+        return self._request_fits(target.device, data.capacities, used, allocating) is True
 
     def _skips_counters(self, d: SearchDevice, pool: NodePool, multi: bool) -> bool:
         """skipCounterCheck: a share of a device whose counters are already debited (but
@@ -462,7 +512,10 @@ class _Counters:
         self.consumed: dict[str, dict[CounterKey, int]] = {}
 
     def _key(self, pool: NodePool) -> str:
-        return f"{pool.driver}/{pool.pool}" if self.by_pool_id else pool.pool
+        # 1.34 keys them by slice name, unique in the cluster: its counter sets are named
+        # per slice (ParsedPool.per_slice), so per driver and pool is the same thing.
+        per_slice = pool.parsed is not None and pool.parsed.per_slice
+        return f"{pool.driver}/{pool.pool}" if self.by_pool_id or per_slice else pool.pool
 
     def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
         name = self._key(pool)

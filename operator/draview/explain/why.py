@@ -9,6 +9,7 @@ from typing import Any
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.engine.aborts import ABORTS, MAY_ABORT
 from draview.engine.nodes import device_reaches
 from draview.engine.pool import PoolResult
 from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
@@ -34,6 +35,8 @@ REASON_ORDER = (
     "NodeUnreachable",
     "PoolIncomplete",
     "PoolInvalid",
+    ABORTS,
+    MAY_ABORT,
     "StaleGeneration",
     "CapacitySourceInUse",
     "CompatibilityGroupConflict",
@@ -58,6 +61,8 @@ _STATE_REASONS = frozenset(
         "CompatibilityGroupConflict",
         "OptionalNodeOperationsDisabled",
         "NodeLacksOptionalNodeOperations",
+        ABORTS,
+        MAY_ABORT,
     }
 )
 
@@ -377,12 +382,13 @@ class Explainer:
                 f"the allocator would allocate it on {where}; something other than its "
                 "devices keeps it pending (the pod's node constraints, a scheduling delay)"
             )
-        elif found.answer == "maybe":
+        elif len(found.outcomes) > 1:
+            # The order decides: name every outcome it can have.
             out.verdict, out.summary = "Uncertain", found.detail
         elif found.answer == "no":
-            if found.detail.startswith("the scheduler aborts"):
+            if found.aborts:
                 out.verdict, out.summary = "Error", found.detail
-            elif out.verdict not in ("Unallocatable", "Error"):
+            elif out.verdict != "Unallocatable":
                 out.verdict, out.summary = "Unallocatable", found.detail
 
     @staticmethod
