@@ -50,9 +50,13 @@ _clock = time.perf_counter
 DEFAULT_INPUT = OUT / "world.json"
 DEFAULT_JSON = OUT / "engine-result.json"
 
-TARGET_RATIO = 3.0  # full compute / decode floor
-TARGET_RSS_MIB = 1024.0
-TARGET_POOL_MS = 2.0
+# Issue 19's targets: full compute / decode floor with the collector on and off, peak
+# RSS, and one pool after a claim change (median; the p99 bound is this bench's own).
+TARGET_RATIO_ON = 2.0
+TARGET_RATIO_OFF = 3.0
+TARGET_RSS_MIB = 800.0
+TARGET_POOL_MEDIAN_MS = 1.0
+TARGET_POOL_P99_MS = 2.0
 GC_MODES = {"on": ("on",), "off": ("off",), "both": ("on", "off")}
 
 
@@ -413,17 +417,18 @@ def evaluate(modes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         off = modes["off"]["compute"]["total_s"] / modes["off"]["floor"]["decode_s"]
         extra.append(
             {
-                "target": f"full compute <= {TARGET_RATIO:g}x decode floor (gc off on both sides)",
+                "target": f"full compute <= {TARGET_RATIO_OFF:g}x decode floor (gc off, both)",
                 "value": round(off, 2),
-                "pass": off <= TARGET_RATIO,
+                "pass": off <= TARGET_RATIO_OFF,
             }
         )
+    limit = TARGET_RATIO_OFF if mode == "off" else TARGET_RATIO_ON
     return [
         *extra,
         {
-            "target": f"full compute <= {TARGET_RATIO:g}x decode floor (gc {mode})",
+            "target": f"full compute <= {limit:g}x decode floor (gc {mode})",
             "value": round(ratio, 2),
-            "pass": ratio <= TARGET_RATIO,
+            "pass": ratio <= limit,
         },
         {
             "target": f"compute peak RSS <= {TARGET_RSS_MIB:g} MiB (gc {mode})",
@@ -433,14 +438,14 @@ def evaluate(modes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         # Judged on what the operator does after a claim change: its pool's slices are
         # prepared already (the uncached figure stays in the table).
         {
-            "target": f"one pool after a claim change, median <= {TARGET_POOL_MS:g} ms (gc {mode})",
+            "target": f"one pool after a claim change, median <= {TARGET_POOL_MEDIAN_MS:g} ms",
             "value": round(pool["prepared_median_ms"], 3),
-            "pass": pool["prepared_median_ms"] <= TARGET_POOL_MS,
+            "pass": pool["prepared_median_ms"] <= TARGET_POOL_MEDIAN_MS,
         },
         {
-            "target": f"one pool after a claim change, p99 <= {TARGET_POOL_MS:g} ms (gc {mode})",
+            "target": f"one pool after a claim change, p99 <= {TARGET_POOL_P99_MS:g} ms",
             "value": round(pool["prepared_p99_ms"], 3),
-            "pass": pool["prepared_p99_ms"] <= TARGET_POOL_MS,
+            "pass": pool["prepared_p99_ms"] <= TARGET_POOL_P99_MS,
         },
     ]
 
