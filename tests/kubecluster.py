@@ -65,13 +65,25 @@ class KubeCluster:
     def apply_crds(self) -> None:
         """Install draview's CRDs (deploy/crds) and wait until they are established."""
         self.check("apply", "-k", str(REPO_ROOT / "deploy" / "crds"))
-        self.check(
+        args = (
             "wait",
             "--for=condition=Established",
             "--timeout=60s",
             "crd/resourceslicestatuses.draview.io",
             "crd/resourcepoolstatuses.draview.io",
         )
+        # kubectl wait fails at once ("accessor error: <nil>") instead of waiting when a
+        # CRD just created has no status.conditions yet: ask again while that is so.
+        deadline = time.monotonic() + 60
+        while True:
+            result = self.run(*args)
+            if result.returncode == 0:
+                return
+            if "accessor error" not in result.stderr or time.monotonic() > deadline:
+                raise KubectlError(
+                    f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr.strip()}"
+                )
+            time.sleep(0.5)
 
     def check(self, *args: str, input: str | None = None) -> str:
         """Run kubectl and return its stdout; raise KubectlError when it fails."""

@@ -23,8 +23,10 @@ from typing import Any
 from draview.engine.profile import MATTERS, gates_from_metrics
 from kubecluster import KubeCluster
 
-# What `draview analyze` reads (the README's dump command) and what draview writes.
-WORLD = "resourceslices,resourceclaims,devicetaintrules"
+# What `draview analyze` reads (the README's dump command, with the Nodes the operator
+# watches: without them analyze assumes nodes, and a slice naming a node the cluster does
+# not have would be judged for a node that exists) and what draview writes.
+WORLD = "resourceslices,resourceclaims,devicetaintrules,nodes"
 STATUS = "resourceslicestatuses,resourcepoolstatuses"
 
 Key = tuple[str, str]  # (kind, name)

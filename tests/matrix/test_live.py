@@ -25,12 +25,16 @@ from kubecluster import KubeCluster
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = ("--partition-attribute", "gpu.example.com/profile")
-# The examples each release's API server accepts (its DRA gates on; e2e/load_examples.py
-# puts DeviceTaintRules in the version the server serves). 1.34 refuses the rest: taint
-# effect None (1.35+) and devices that consume counter sets defined in another slice of
-# the pool (the 1.35 layout).
-EXAMPLES = ["gpus", "shareable-nic", "taints", "driver-update", "mig-a100"]
-EXAMPLES_134 = ["gpus", "shareable-nic", "driver-update"]
+# Every cluster-ready example each release's API server accepts (its DRA gates on;
+# e2e/load_examples.py puts DeviceTaintRules in the version the server serves). 1.34
+# refuses taint effect None (1.35+) and devices that consume counter sets defined in
+# another slice of the pool (the 1.35 layout); fractional capacity ranges and
+# bindsToNode are fields from 1.36 on (examples/README.md).
+EXAMPLES = {
+    "1.34": ["gpus", "shareable-nic", "driver-update"],
+    "1.35": ["gpus", "shareable-nic", "taints", "driver-update", "mig-a100", "tpu-multihost"],
+}
+EXAMPLES["1.36"] = EXAMPLES["1.37"] = [*EXAMPLES["1.35"], "cpu-shares", "fabric-gpus"]
 
 
 def default_release() -> str:
@@ -49,8 +53,7 @@ def live(
 ) -> Iterator[tuple[KubeCluster, Operator]]:
     k = kube_cluster
     k.apply_crds()
-    names = EXAMPLES_134 if RELEASE == "1.34" else EXAMPLES
-    files = [str(ROOT / "examples" / f"{name}.yaml") for name in names]
+    files = [str(ROOT / "examples" / f"{name}.yaml") for name in EXAMPLES[RELEASE]]
     op = Operator(k.kubeconfig, ("--leader-elect", "false", *PARTITIONS))
     op.start(tmp_path_factory.mktemp("live"))
     try:

@@ -28,10 +28,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "analyze",
         help="compute availability offline from a cluster dump",
         description=(
-            "Read ResourceSlices, ResourceClaims and DeviceTaintRules (a List, multi-document "
-            "YAML or JSON, e.g. `kubectl get resourceslices,resourceclaims,devicetaintrules "
-            "-A -o yaml`) and print the ResourcePoolStatus and ResourceSliceStatus objects "
-            "the operator would write. Other kinds are ignored."
+            "Read ResourceSlices, ResourceClaims, DeviceTaintRules and Nodes (a List, "
+            "multi-document YAML or JSON, e.g. `kubectl get resourceslices,resourceclaims,"
+            "devicetaintrules,nodes -A -o yaml`) and print the ResourcePoolStatus and "
+            "ResourceSliceStatus objects the operator would write. Other kinds are ignored; "
+            "without Nodes, the nodes the slices name are assumed to exist."
         ),
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="input files; - reads stdin")
