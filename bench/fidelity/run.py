@@ -1,21 +1,29 @@
 """Agreement between draview and the real allocator on many random worlds.
 
-    python bench/fidelity/run.py --worlds 10000 [--start 0] [--json out.json]
+    python bench/fidelity/run.py --worlds 10000 [--start 0] [--json out.json [--resume]]
         [--kubernetes-version 1.35 [--all-gates]]
 
 Every device of every world (tests/fidelity/worldgen.py) is probed with the allocator
 library (e2e/oracle) and compared with draview's state; devices whose answer depends on
 the order the scheduler lists slices are counted apart. Prints one JSON object.
+
+A 10,000-world run of a slow profile takes hours on a small machine, so `--json` is
+rewritten after every batch (`complete: false` until the end) and `--resume` carries on
+from its `next_seed`. The file records a hash of the code that decides the answers
+(engine, generator, harness, oracle): a resume on other code is refused, since its sums
+would mix two engines.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -37,13 +45,58 @@ from draview.engine.model import EngineOptions
 from draview.engine.profile import DEFAULT, all_gates_on, make_profile, parse_release
 
 BATCH = 200
+DISAGREEMENTS = ("disagreements", "claim_disagreements", "partition_disagreements")
+COUNTS = (
+    "worlds",
+    "devices",
+    "order_dependent",
+    *DISAGREEMENTS,
+    "worlds_with_disagreements",
+    "claims",
+    "claims_order_dependent",
+    "claims_undecided",
+    "partition_probes",
+)
+ROOT = Path(__file__).resolve().parents[2]
+# What decides a run's answers; anything else (docs, the operator's edges) may change.
+JUDGING = ("operator/draview", "tests/fidelity", "e2e/oracle")
+
+
+def code_hash() -> str:
+    """sha256 over the names and contents of the files that decide the answers."""
+    digest = hashlib.sha256()
+    for top in JUDGING:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix in {".py", ".go", ".mod", ".sum"}:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def resumed(path: Path, label: str, code: str, claims: bool) -> dict[str, Any]:
+    """The partial run in path, or SystemExit with one line saying why it cannot go on."""
+    try:
+        prior: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"run.py: --resume: cannot read {path}: {exc}") from None
+    if prior.get("profile") != label:
+        raise SystemExit(f"run.py: --resume: {path} is for {prior.get('profile')}, not {label}")
+    if prior.get("with_claims") != claims:
+        was = "with" if prior.get("with_claims") else "without"
+        raise SystemExit(f"run.py: --resume: {path} was run {was} --claims; say the same now")
+    if prior.get("code") != code:
+        raise SystemExit(
+            f"run.py: --resume: {path} was judged by other code ({prior.get('code')}, now {code})"
+        )
+    return prior
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", type=int, default=10_000)
     ap.add_argument("--start", type=int, default=0)
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--json", type=Path, help="rewritten after every batch")
+    ap.add_argument("--resume", action="store_true", help="carry on the partial run in --json")
     ap.add_argument(
         "--claims", action="store_true", help="also every pending claim (`why`) and partition"
     )
@@ -61,13 +114,41 @@ def main() -> int:
         profile = all_gates_on(release) if args.all_gates else make_profile(release)
     else:
         profile = DEFAULT
+    if args.resume and not args.json:
+        ap.error("--resume needs --json")
+    code = code_hash()
     started = time.monotonic()
     totals: Counter[str] = Counter()
     states: Counter[str] = Counter()
     examples: list[str] = []
+    first_seed, start, end, spent = args.start, args.start, args.start + args.worlds, 0.0
+    if args.resume:
+        prior = resumed(args.json, profile.label(), code, args.claims)
+        first_seed, start = prior["first_seed"], prior["next_seed"]
+        end, spent = prior["end_seed"], prior["seconds"]
+        totals.update({k: v for k, v in prior.items() if isinstance(v, int) and k in COUNTS})
+        states.update(prior["states"])
+        examples = prior["examples"]
+
+    def report(next_seed: int) -> dict[str, Any]:
+        return {
+            "profile": profile.label(),
+            "allocator": profile.implementation,
+            **totals,
+            "seconds": round(spent + time.monotonic() - started, 1),
+            "complete": next_seed >= end,
+            "first_seed": first_seed,
+            "next_seed": next_seed,
+            "end_seed": end,
+            "code": code,
+            "with_claims": args.claims,
+            "states": dict(states.most_common()),
+            "examples": examples,
+        }
+
     with Oracle(profile=profile) as oracle:
-        for first in range(args.start, args.start + args.worlds, BATCH):
-            seeds = range(first, min(first + BATCH, args.start + args.worlds))
+        for first in range(start, end, BATCH):
+            seeds = range(first, min(first + BATCH, end))
             # As the profile's API server holds them (1.34's layout, gated fields dropped).
             worlds = [served_world(generate(s), profile) for s in seeds]
             answers = oracle.ask_many(
@@ -109,20 +190,22 @@ def main() -> int:
                     totals["partition_probes"] += len(expect)
                     totals["partition_disagreements"] += len(pdiffs)
                     examples.extend(f"seed {world.seed}: {d}" for d in pdiffs[:1])
-    out = {
-        "profile": profile.label(),
-        "allocator": profile.implementation,
-        **totals,
-        "seconds": round(time.monotonic() - started, 1),
-        "states": dict(states.most_common()),
-        "examples": examples,
-    }
-    text = json.dumps(out, indent=2)
-    print(text)
+            if args.json:
+                write(args.json, report(seeds.stop))
+            bad = sum(totals[k] for k in DISAGREEMENTS)
+            print(f"seeds {seeds.stop}/{end}: {bad} disagreements", file=sys.stderr, flush=True)
+    out = report(end)
+    print(json.dumps(out, indent=2))
     if args.json:
-        args.json.write_text(text + "\n")
-    bad = totals["disagreements"] + totals["claim_disagreements"]
-    return 1 if bad + totals["partition_disagreements"] else 0
+        write(args.json, out)
+    return 1 if sum(totals[k] for k in DISAGREEMENTS) else 0
+
+
+def write(path: Path, out: dict[str, Any]) -> None:
+    # Replaced whole, so a run killed mid-write leaves the previous batch's file.
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=2) + "\n")
+    tmp.replace(path)
 
 
 if __name__ == "__main__":
