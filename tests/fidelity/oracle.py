@@ -9,6 +9,7 @@ cluster. One process serves many cases, so a test pays the start-up once.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import threading
@@ -70,8 +71,13 @@ class Oracle:
         # stderr goes to a file, not a pipe: nobody reads it while the oracle runs, and a
         # full pipe would block the process; it is read back to explain a crash.
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
+        # The allocator allocates a CEL activation and cost tracker per device per call;
+        # with Go's default GOGC=100 a third of the oracle's CPU went to the collector.
+        # GOGC=400 keeps it at about 60 MB and answers the same (bench/fidelity/README.md).
+        env = {**os.environ, "GOGC": os.environ.get("GOGC", "400")}
         self._proc = subprocess.Popen(
             [str(self._binary), *args],
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
