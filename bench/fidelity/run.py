@@ -58,15 +58,26 @@ COUNTS = (
     "partition_probes",
 )
 ROOT = Path(__file__).resolve().parents[2]
-# What decides a run's answers; anything else (docs, the operator's edges) may change.
-JUDGING = ("operator/draview", "tests/fidelity", "e2e/oracle")
+# What decides a run's answers: the engine and everything it imports, the generator and
+# harness, the oracle. The operator's edges (controller, CLI) and docs may change.
+JUDGING = (
+    "operator/draview/api",
+    "operator/draview/cel",
+    "operator/draview/engine",
+    "operator/draview/explain",
+    "operator/draview/quantity.py",
+    "operator/draview/__init__.py",
+    "tests/fidelity",
+    "e2e/oracle",
+)
 
 
 def code_hash() -> str:
     """sha256 over the names and contents of the files that decide the answers."""
     digest = hashlib.sha256()
     for top in JUDGING:
-        for path in sorted((ROOT / top).rglob("*")):
+        under = ROOT / top
+        for path in sorted(under.rglob("*")) if under.is_dir() else [under]:
             if path.is_file() and path.suffix in {".py", ".go", ".mod", ".sum"}:
                 digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
                 digest.update(path.read_bytes() + b"\0")
