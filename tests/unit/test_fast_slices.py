@@ -143,6 +143,43 @@ def test_a_damaged_slice_reads_the_same_or_falls_back(edits: list[Edit]) -> None
         assert repr(fast) == repr(_models(obj))
 
 
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from(PATHS), ODD_VALUES, st.booleans()), max_size=3))
+def test_a_damaged_slice_after_the_plain_one_reads_the_same(edits: list[Edit]) -> None:
+    """The same device names on the next node: what the reader remembers of the plain
+    slice's devices (Interner.last) must not stand in for a changed value."""
+    cache = Interner()
+    assert read_slice(copy.deepcopy(BASE), cache) is not None
+    obj = damaged(BASE, edits)
+    fast = read_slice(copy.deepcopy(obj), cache)
+    if fast is not None:
+        assert repr(fast) == repr(_models(obj))
+
+
+def test_same_named_devices_with_request_policies_keep_their_types() -> None:
+    """A device of the same name on the next node whose policy differs only as 1 from
+    True (equal in Python) reads its own value: policy maps are never taken by ==."""
+    cache = Interner()
+    read = []
+    for i, v in enumerate((1, True, 1.0, "1")):
+        capacity = {"c": {"value": "1", "requestPolicy": {"validValues": [v]}}}
+        obj = rslice(f"s-{i}", [device("d", capacity=capacity)], pool=f"p-{i}")
+        fast = read_slice(obj, cache)
+        assert fast is not None and repr(fast) == repr(ResourceSlice.from_object(obj))
+        read.append(fast.devices[0].capacity["c"].valid_values)
+    assert read == [("1",), ("True",), ("1",), ("1",)]
+
+
+def test_same_named_devices_share_what_was_read_until_it_changes() -> None:
+    cache = Interner()
+    first = read_slice(rslice("a", [device("g", counters={"cs": {"m": "1"}})]), cache)
+    same = read_slice(rslice("b", [device("g", counters={"cs": {"m": "1"}})], pool="q"), cache)
+    other = read_slice(rslice("c", [device("g", counters={"cs": {"m": "2"}})], pool="r"), cache)
+    assert first is not None and same is not None and other is not None
+    assert same.devices[0].consumes_counters is first.devices[0].consumes_counters
+    assert other.devices[0].consumes_counters[0].counters == {"m": "2"}
+
+
 def test_fast_objects_carry_every_model_field_in_order() -> None:
     """The models are the one declaration of each shape: whatever field they gain, the
     fast reader's objects have it (at its default unless the reader reads it)."""

@@ -64,6 +64,7 @@ class Interner:
         "capacities",
         "consumptions",
         "counters",
+        "last",
         "policies",
         "sets",
         "strings",
@@ -82,6 +83,10 @@ class Interner:
         # A device's capacity map or consumesCounters list already read, by its kind and
         # its value as marshal writes it (see _written).
         self.written: dict[tuple[str, bytes], Any] = {}
+        # (kind, device name) -> (raw value, what was read from it): the device of that
+        # name on the previous node, compared with == before anything is encoded (see
+        # _same_as_last). Bounded: names unique per node would only fill it.
+        self.last: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def clear(self) -> None:
         for table in self._tables():
@@ -100,10 +105,32 @@ class Interner:
             self.policies,
             self.sets,
             self.written,
+            self.last,
         )
 
     def string(self, s: str) -> str:
         return self.strings.setdefault(s, s)
+
+
+_LAST_MAX = 4096
+
+
+def _same_as_last(kind: str, name: str, raw: Any, cache: Interner) -> Any:
+    """What was read for the device of this name last time, when its raw value then
+    equals this one; None otherwise. Device names repeat on every node of a kind (gpu-0,
+    gpu-0-mig-1g-5gb-0), and comparing two decoded values costs a third of encoding one
+    for the `written` key. Only values read through the text-only paths are remembered,
+    and a text equals nothing but an equal text, so == here means the same value (the
+    1 == True of numbers cannot arise)."""
+    last = cache.last.get((kind, name))
+    if last is not None and last[0] == raw:
+        return last[1]
+    return None
+
+
+def _remember(kind: str, name: str, raw: Any, found: Any, cache: Interner) -> None:
+    if len(cache.last) < _LAST_MAX or (kind, name) in cache.last:
+        cache.last[(kind, name)] = (raw, found)
 
 
 def _written(kind: str, raw: Any) -> tuple[str, bytes] | None:
@@ -259,7 +286,13 @@ def _device(raw: Any, cache: Interner) -> Device | None:
     if type(name) is not str:
         return None
     attributes = _attributes(raw.get("attributes", {}), cache)
-    capacity = _capacity_map(raw.get("capacity", {}), cache)
+    raw_capacity = raw.get("capacity", {})
+    capacity = _same_as_last("capacity", name, raw_capacity, cache)
+    if capacity is None:
+        capacity = _capacity_map(raw_capacity, cache)
+        if capacity is not None and all(len(q) == 1 for q in raw_capacity.values()):
+            # Read as text only (a request policy may hold numbers and bools).
+            _remember("capacity", name, raw_capacity, capacity, cache)
     multiple = raw.get("allowMultipleAllocations", False)
     node_name = raw.get("nodeName")
     all_nodes = raw.get("allNodes", False)
@@ -274,7 +307,11 @@ def _device(raw: Any, cache: Interner) -> Device | None:
     consumes: tuple[CounterConsumption, ...] | None = ()
     raw_consumes = raw.get("consumesCounters")
     if raw_consumes:
-        consumes = _consumptions(raw_consumes, cache)
+        consumes = _same_as_last("consumes", name, raw_consumes, cache)
+        if consumes is None:
+            consumes = _consumptions(raw_consumes, cache)
+            if consumes is not None:
+                _remember("consumes", name, raw_consumes, consumes, cache)
     if consumes is None:
         return None
     conditions = _strings(raw.get("bindingConditions"), cache)
