@@ -15,7 +15,7 @@ from typing import Any
 import celpy
 import lark
 from celpy import celtypes
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import CELEvalError, Evaluator
 
 from draview.api.attrvalues import Typed
 from draview.cel.derived import as_attribute
@@ -80,11 +80,27 @@ def _attribute_of(value: Any) -> Typed | CelRuntimeError:
         return CelRuntimeError(str(exc))
 
 
+class _Runner(celpy.InterpretedRunner):
+    """celpy's interpreter, with the base activation (annotations and functions) built
+    once per program instead of on every evaluation, where it was a quarter of the
+    cost of a short selector. Safe to share: the evaluator clones it before binding the
+    context (`Evaluator.set_activation`) and never writes to it otherwise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._base = self.new_activation()
+
+    def evaluate(self, context: Any) -> Any:
+        if not context:
+            return super().evaluate(context)  # the evaluator would use the base as is
+        return Evaluator(ast=self.ast, activation=self._base).evaluate(context)
+
+
 class CelEngine:
     """Compiles once per expression, evaluates once per (expression, device key)."""
 
     def __init__(self, max_results: int = 200_000) -> None:
-        self._env = celpy.Environment()
+        self._env = celpy.Environment(runner_class=_Runner)
         self._programs: dict[str, tuple[celpy.Runner, frozenset[str]] | CelCompileError] = {}
         self._results: dict[tuple[str, Hashable], EvalResult] = {}
         self._values: dict[tuple[str, Hashable], Typed | CelRuntimeError] = {}
