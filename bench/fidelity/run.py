@@ -132,6 +132,7 @@ def main() -> int:
     totals: Counter[str] = Counter()
     states: Counter[str] = Counter()
     examples: list[str] = []
+    undecided: list[int] = []  # seeds whose claims the search budget left open
     first_seed, start, end, spent = args.start, args.start, args.start + args.worlds, 0.0
     if args.resume:
         prior = resumed(args.json, profile.label(), code, args.claims)
@@ -140,6 +141,7 @@ def main() -> int:
         totals.update({k: v for k, v in prior.items() if isinstance(v, int) and k in COUNTS})
         states.update(prior["states"])
         examples = prior["examples"]
+        undecided = prior.get("undecided_seeds", [])
 
     def report(next_seed: int) -> dict[str, Any]:
         return {
@@ -155,6 +157,7 @@ def main() -> int:
             "with_claims": args.claims,
             "states": dict(states.most_common()),
             "examples": examples,
+            "undecided_seeds": undecided,
         }
 
     with Oracle(profile=profile) as oracle:
@@ -189,6 +192,8 @@ def main() -> int:
                         reduce(p["nodes"]) == "maybe" for p in answer["probes"]
                     )
                     totals["claims_undecided"] += unknown
+                    if unknown:
+                        undecided.append(world.seed)
                     totals["claim_disagreements"] += len(cdiffs)
                     examples.extend(f"seed {world.seed}: {d}" for d in cdiffs[:1])
                 cases = [
