@@ -317,3 +317,54 @@ def test_restricted_user_sees_elided_claims(
         kube_cluster.run("delete", "clusterrolebinding,clusterrole", role, "--ignore-not-found")
         for plural, name in created:
             kube_cluster.run("delete", plural, name, "--ignore-not-found")
+
+
+# -- optional node operations (1.37): the scheduler reads what the node declares ---------
+
+OPTIONAL_OPERATIONS = "DRAOptionalNodeOperations"
+
+
+def _declare(cluster: KubeCluster, *features: str) -> None:
+    # No kubelet here: the test writes what a kubelet would declare.
+    body = json.dumps({"status": {"declaredFeatures": list(features) or None}})
+    cluster.check("patch", "node", NODE, "--subresource=status", "--type=merge", "-p", body)
+
+
+def _device_state(cluster: KubeCluster, driver: Driver) -> tuple[str, str | None]:
+    proc = dra(cluster, "get", "devices", "--driver", driver.name, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    (device,) = json.loads(proc.stdout)["items"]
+    return device["state"], device.get("stateReason")
+
+
+def test_skipping_node_operations_follows_what_the_node_declares(
+    kube_cluster: KubeCluster, kube_namespace: str, driver: Driver
+) -> None:
+    """This cluster runs 1.37 with DRAOptionalNodeOperations: the real scheduler places a
+    pod on a device of a slice that skips node operations only once the node declares
+    the feature, and `kubectl dra` (reading the Nodes for it) says the same."""
+    dc = f"gpu-{driver.suffix}"
+    skipping = resource_slice(driver, f"{dc}-slice", pool=NODE, devices=[{"name": "gpu-0"}])
+    skipping["spec"]["skipNodeOperations"] = ["*"]
+    driver.apply(device_class(driver, dc), skipping)
+    try:
+        _declare(kube_cluster)
+        assert _device_state(kube_cluster, driver) == (
+            "Unavailable",
+            "NodeLacksOptionalNodeOperations",
+        )
+        kube_cluster.create(
+            claim("lacking", dc), pod("lacking", "lacking"), namespace=kube_namespace
+        )
+        assert outcome(kube_cluster, kube_namespace, "lacking") == "unschedulable"
+        kube_cluster.delete("pod", "lacking", namespace=kube_namespace)
+        kube_cluster.delete("resourceclaim", "lacking", namespace=kube_namespace)
+
+        _declare(kube_cluster, OPTIONAL_OPERATIONS)
+        assert _device_state(kube_cluster, driver) == ("Available", None)
+        kube_cluster.create(
+            claim("declared", dc), pod("declared", "declared"), namespace=kube_namespace
+        )
+        assert outcome(kube_cluster, kube_namespace, "declared") == "scheduled"
+    finally:
+        _declare(kube_cluster)

@@ -8,6 +8,7 @@ generation 2 and the generation 1 device is stale everywhere.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -108,3 +109,34 @@ def test_a_node_that_appears_is_a_new_view(operator: Operator, crds: KubeCluster
     finally:
         crds.run("delete", "node", node, "--ignore-not-found")
         crds.delete("resourceslice", old, new)
+
+
+FEATURE = "DRAOptionalNodeOperations"
+
+
+def _declare(k: KubeCluster, node: str, *features: str) -> None:
+    # No kubelet here: the test writes what a kubelet would declare.
+    body = json.dumps({"status": {"declaredFeatures": list(features) or None}})
+    k.check("patch", "node", node, "--subresource=status", "--type=merge", "-p", body)
+
+
+def test_what_a_node_declares_decides_devices_that_skip_node_operations(
+    operator: Operator, crds: KubeCluster
+) -> None:
+    """1.37 with DRAOptionalNodeOperations (this cluster's gates): the scheduler hands out
+    a device of a slice with skipNodeOperations only on a node whose status declares the
+    feature. The operator reads whole Nodes for it (metadata leaves the status out), and
+    a node that starts or stops declaring it re-judges the pool naming it."""
+    name, node = uniq("skipping"), NODES[0]
+    body = _slice(name, uniq("skip-pool"), 1, "dev-0", {"nodeName": node})
+    body["spec"]["skipNodeOperations"] = ["*"]
+    crds.create(body)
+    try:
+        _wait(crds, name, ("Unavailable", "NodeLacksOptionalNodeOperations"))
+        _declare(crds, node, FEATURE)
+        _wait(crds, name, ("Available", None))
+        _declare(crds, node)
+        _wait(crds, name, ("Unavailable", "NodeLacksOptionalNodeOperations"))
+    finally:
+        _declare(crds, node)
+        crds.delete("resourceslice", name)

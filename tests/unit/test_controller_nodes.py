@@ -7,7 +7,10 @@ from typing import Any
 
 from draview.api.nodes import NodeInfo
 from draview.api.slices import ResourceSlice
-from draview.controller.nodes import NO_NODES, NodeIndex, reach_of
+from draview.controller.nodes import NO_NODES, NodeIndex, reach_of, reads_node_status
+from draview.engine.model import EngineOptions
+from draview.engine.pool import compute_pool
+from draview.engine.profile import all_gates_on, make_profile, parse_release
 
 RACK = "topology.example.com/rack"
 
@@ -151,3 +154,82 @@ def test_a_label_change_that_moves_a_node_between_generations_rejudges() -> None
     idx.put(NodeInfo("node-1", {}))
     assert idx.put(NodeInfo("node-1", {RACK: "a"})) == {rollout}
     assert idx.put(NodeInfo("node-1", {})) == {rollout}
+
+
+# Optional node operations (1.37): what nodes declare, read only from whole Nodes.
+
+SKIPPING = ("d.example.com", "skipping")
+FEATURE = "DRAOptionalNodeOperations"
+WITH_FEATURE = make_profile("1.37", {FEATURE: True})
+
+
+def _node(name: str, *declared: str, labels: dict[str, str] | None = None) -> NodeInfo:
+    return NodeInfo(name, labels or {}, (), frozenset(declared))
+
+
+def _skipping_state(idx: NodeIndex, slices: list[ResourceSlice]) -> tuple[str, str | None]:
+    result = compute_pool(
+        SKIPPING,
+        slices,
+        options=EngineOptions(profile=WITH_FEATURE),
+        nodes=idx.nodes_for(SKIPPING),
+    )
+    (device,) = result.slices[0].status["devices"]
+    return device["state"], device.get("stateReason")
+
+
+def test_only_1_37_with_optional_node_operations_reads_node_status() -> None:
+    assert reads_node_status(WITH_FEATURE)
+    assert not reads_node_status(make_profile("1.37"))  # the gate is alpha: off
+    # The experimental allocator without the gate refuses such devices on every node.
+    assert not reads_node_status(make_profile("1.37", {"DRADeviceCompatibilityGroups": True}))
+    assert not reads_node_status(all_gates_on(parse_release("1.36")))
+
+
+def test_a_node_that_starts_declaring_the_feature_rejudges_the_pools_naming_it() -> None:
+    idx = _index()
+    slices = [_slice("skipping", nodeName="node-1", skipNodeOperations=["*"])]
+    idx.pool_changed(SKIPPING, slices)
+    # New: the pools reaching it, the one naming it with skipNodeOperations (not LOCAL).
+    assert idx.put(_node("node-1")) == {SKIPPING, ALL}
+    assert _skipping_state(idx, slices) == ("Unavailable", "NodeLacksOptionalNodeOperations")
+    assert idx.put(_node("node-1")) == set()  # nothing changed
+    # Only the feature changes: the pool naming the node and those selecting it.
+    assert idx.put(_node("node-1", FEATURE)) == {SKIPPING, ALL}
+    assert _skipping_state(idx, slices) == ("Available", None)
+    assert idx.delete("node-1") == {SKIPPING, ALL}
+    # A named node without a Node object, where statuses are known, declares nothing.
+    idx.put(_node("node-2", FEATURE))
+    assert _skipping_state(idx, slices) == ("Unavailable", "NodeLacksOptionalNodeOperations")
+
+
+def test_a_pool_that_stops_skipping_node_operations_is_not_rejudged_by_features() -> None:
+    idx = NodeIndex()
+    idx.pool_changed(SKIPPING, [_slice("skipping", nodeName="node-1", skipNodeOperations=["*"])])
+    idx.put(_node("node-1"))
+    idx.pool_changed(SKIPPING, [_slice("skipping", nodeName="node-1")])
+    assert idx.put(_node("node-1", FEATURE)) == set()
+    assert idx.nodes_for(SKIPPING) is NO_NODES
+
+
+def test_selecting_pools_see_nodes_grouped_by_what_they_declare() -> None:
+    idx = NodeIndex()
+    slices = [_slice("skipping", allNodes=True, skipNodeOperations=["*"])]
+    idx.pool_changed(SKIPPING, slices)
+    idx.put(_node("node-1"))
+    idx.put(_node("node-2"))
+    assert _skipping_state(idx, slices) == ("Unavailable", "NodeLacksOptionalNodeOperations")
+    assert idx.put(_node("node-2", FEATURE)) == {SKIPPING}
+    assert _skipping_state(idx, slices) == ("Available", None)
+
+
+def test_with_metadata_only_nothing_about_features_changes() -> None:
+    """Nodes without a status (metadata watches): taken to declare what a slice needs,
+    and a pool that names its nodes keeps the empty snapshot through node events."""
+    idx = NodeIndex()
+    slices = [_slice("skipping", nodeName="node-1", skipNodeOperations=["*"])]
+    idx.pool_changed(SKIPPING, slices)
+    assert idx.put(NodeInfo("node-1", {RACK: "a"})) == {SKIPPING}
+    assert idx.put(NodeInfo("node-1", {RACK: "b"})) == set()
+    assert idx.nodes_for(SKIPPING) is NO_NODES
+    assert _skipping_state(idx, slices) == ("Available", None)

@@ -92,9 +92,15 @@ class Informer:
 
 
 def build_informers(
-    api: client.ApiClient, ingest: Ingest, versions: dict[str, str], silence_timeout: float
+    api: client.ApiClient,
+    ingest: Ingest,
+    versions: dict[str, str],
+    silence_timeout: float,
+    node_status: bool = False,
 ) -> list[Informer]:
-    """One informer per watched kind the server serves (`versions`: plural -> version)."""
+    """One informer per watched kind the server serves (`versions`: plural -> version).
+    `node_status`: read whole Nodes, for the features they declare (the profile's
+    scheduler reads them); otherwise their metadata only."""
     custom = client.CustomObjectsApi(api)
     known: dict[str, Callable[[], set[str]]] = {
         "node": ingest.nodes.names,
@@ -106,7 +112,7 @@ def build_informers(
     for kind, plural in WATCHED:
         if plural not in versions:
             continue
-        api_of = CoreMetadata(api) if plural == "nodes" else custom
+        api_of = CoreMetadata(api, whole=node_status) if plural == "nodes" else custom
         group = "" if plural == "nodes" else kube.GROUP
         out.append(
             Informer(

@@ -9,7 +9,11 @@ selector slices reach it; a label change, the pools whose selectors read a chang
 and now answer differently for the node.
 
 Only names and labels are kept (from metadata-only watches), label strings interned: a
-thousand nodes share a few hundred distinct keys and values.
+thousand nodes share a few hundred distinct keys and values. Where the profile's scheduler
+reads the features a node declares (1.37, DRAOptionalNodeOperations), whole Nodes are
+watched and those are kept too: then a pool with a slice that skips node operations
+depends on the nodes it names as well, and a change of what a node declares re-judges
+the pools that offer it devices.
 """
 
 from __future__ import annotations
@@ -23,8 +27,32 @@ from draview.api.nodes import NodeGroups, NodeInfo
 from draview.api.slices import ResourceSlice
 from draview.engine.model import PoolKey
 from draview.engine.nodes import selector_matches
+from draview.engine.profile import Profile
+from draview.engine.rules import rules_for
 
 NO_NODES: tuple[NodeInfo, ...] = ()
+
+
+def reads_node_status(profile: Profile) -> bool:
+    """Whether the profile's scheduler reads `status.declaredFeatures`: only 1.37's
+    experimental allocator with optional node operations on (with them off, a device
+    that skips node operations is refused on every node alike)."""
+    rules = rules_for(profile)
+    return rules.node_operations_checked and rules.optional_node_operations
+
+
+def _named_skipping(slices: Iterable[ResourceSlice]) -> frozenset[str]:
+    """The nodes named by slices (or their devices) that skip node operations: whether
+    those nodes declare the feature decides the pool's devices there."""
+    named: set[str] = set()
+    for s in slices:
+        if not s.skip_node_operations:
+            continue
+        if s.node_name:
+            named.add(s.node_name)
+        elif s.per_device_node_selection:
+            named.update(d.node_name for d in s.devices if d.node_name)
+    return frozenset(named)
 
 
 Selector = NodeSelector | None  # None: allNodes
@@ -89,15 +117,23 @@ def _group_by(slices: Iterable[ResourceSlice]) -> tuple[str, ...] | None:
 
 
 class NodeIndex:
-    """Every node's name and labels, the pools that select nodes, and one sorted snapshot
-    of the nodes shared by every judgement until a node changes (the engine keeps a
-    pool's node views while it is handed the very same snapshot)."""
+    """Every node's name and labels (and declared features, when Nodes are read whole),
+    the pools that select nodes, and one sorted snapshot of the nodes shared by every
+    judgement until a node changes (the engine keeps a pool's node views while it is
+    handed the very same snapshot)."""
 
     def __init__(self) -> None:
         self._labels: dict[str, Mapping[str, str]] = {}
+        # status.declaredFeatures by node, for nodes read whole; empty with metadata only.
+        self._declared: dict[str, frozenset[str]] = {}
+        self._feature_sets: dict[frozenset[str], frozenset[str]] = {}  # shared equal sets
         self._reach: dict[PoolKey, Reach] = {}
+        # Pools with slices that skip node operations, by the nodes those slices name.
+        self._skipping: dict[PoolKey, frozenset[str]] = {}
+        self._skipping_on: dict[str, set[PoolKey]] = {}
         self._snapshot: tuple[NodeInfo, ...] | None = NO_NODES
-        # NodeGroups by the label keys they group on; cleared with the snapshot.
+        # NodeGroups by the label keys they group on (() for the named nodes alone);
+        # cleared with the snapshot.
         self._groups: dict[tuple[str, ...], NodeGroups] = {}
 
     def __len__(self) -> int:
@@ -108,17 +144,24 @@ class NodeIndex:
 
     def put(self, node: NodeInfo) -> set[PoolKey]:
         """A node added or changed; the pools whose judgement it may change: those
-        offering it devices before or after (a node's view depends on its own labels
-        only, and a node offered nothing has no view)."""
+        offering it devices before or after (a node's view depends on its own labels,
+        and declared features, only; a node offered nothing has no view)."""
         old = self._labels.get(node.name)
         labels = {sys.intern(k): sys.intern(v) for k, v in node.labels.items()}
-        if old == labels:
-            return set()  # a status update: the metadata watch still sends it
+        declared = self._declared_now(node)
+        was = self._declared.get(node.name)
+        if old == labels and declared == was:
+            return set()  # a status update: the watch still sends it
         self._labels[node.name] = labels
+        if declared is not None:
+            self._declared[node.name] = declared
         self._snapshot = None
         self._groups.clear()
-        if old is None:
-            return {k for k, r in self._reach.items() if r.reaches(node.name, labels)}
+        if old is None or declared != was:
+            reached = {k for k, r in self._reach.items() if r.reaches(node.name, labels)}
+            if old is not None:
+                reached |= {k for k, r in self._reach.items() if r.reaches(node.name, old)}
+            return reached | self._skipping_on.get(node.name, set())
         changed = {k for k in old.keys() | labels.keys() if old.get(k) != labels.get(k)}
         return {
             key
@@ -126,59 +169,91 @@ class NodeIndex:
             if r.keys & changed and r.matching(node.name, old) != r.matching(node.name, labels)
         }
 
+    def _declared_now(self, node: NodeInfo) -> frozenset[str] | None:
+        if node.declared is None:
+            return None
+        return self._feature_sets.setdefault(node.declared, node.declared)
+
     def delete(self, name: str) -> set[PoolKey]:
         old = self._labels.pop(name, None)
+        self._declared.pop(name, None)
         if old is None:
             return set()
         self._snapshot = None
         self._groups.clear()
-        return {k for k, r in self._reach.items() if r.reaches(name, old)}
+        reached = {k for k, r in self._reach.items() if r.reaches(name, old)}
+        return reached | self._skipping_on.get(name, set())
 
     def pool_changed(self, key: PoolKey, slices: Iterable[ResourceSlice]) -> None:
         """Call whenever a pool's slices change."""
+        slices = list(slices)
         reach = reach_of(slices)
         if reach is None:
             self._reach.pop(key, None)
         else:
             self._reach[key] = reach
+        for name in self._skipping.pop(key, ()):
+            on = self._skipping_on.get(name)
+            if on is not None:
+                on.discard(key)
+                if not on:
+                    del self._skipping_on[name]
+        named = _named_skipping(slices)
+        if named:
+            self._skipping[key] = named
+            for name in named:
+                self._skipping_on.setdefault(name, set()).add(key)
 
     def selecting(self) -> set[PoolKey]:
         return set(self._reach)
 
     def nodes_for(self, key: PoolKey) -> Sequence[NodeInfo]:
         """The nodes to judge `key` from: for a pool that selects, every node, grouped by
-        the label values its selectors read (each node alone when one reads names); none
-        for one whose slices name their nodes (its views do not depend on them, and the
-        same empty snapshot keeps its prepared views through node events)."""
+        the label values its selectors read (each node alone when one reads names); for
+        one whose slices name their nodes, none (its views do not depend on them, and the
+        same empty snapshot keeps its prepared views through node events), unless a
+        slice skips node operations and nodes declare features (then the named nodes'
+        labels and features, as the engine reads them)."""
         reach = self._reach.get(key)
         if reach is None:
+            if self._declared and key in self._skipping:
+                return self.groups(())
             return NO_NODES
         if reach.group_by is not None:
             return self.groups(reach.group_by)
         if self._snapshot is None:
+            declared = self._declared
             self._snapshot = tuple(
-                NodeInfo(name, self._labels[name]) for name in sorted(self._labels)
+                NodeInfo(name, self._labels[name], (), declared.get(name))
+                for name in sorted(self._labels)
             )
         return self._snapshot
 
     def groups(self, keys: tuple[str, ...]) -> NodeGroups:
-        """The nodes grouped by their values of `keys`, computed once per node change for
-        all the pools that read the same keys (every rack's pool reads the rack label)."""
+        """The nodes grouped by their values of `keys` (and by the features they declare,
+        where known), computed once per node change for all the pools that read the same
+        keys (every rack's pool reads the rack label). With no keys and nothing selecting
+        (a pool naming its nodes), the groups are never read, only `labels_of` and
+        `declared_of`."""
         found = self._groups.get(keys)
         if found is None:
-            members: dict[tuple[str | None, ...], list[str]] = {}
+            declared = self._declared
+            members: dict[tuple[tuple[str | None, ...], frozenset[str] | None], list[str]] = {}
             for name in sorted(self._labels):
                 labels = self._labels[name]
-                members.setdefault(tuple(labels.get(k) for k in keys), []).append(name)
+                values = tuple(labels.get(k) for k in keys)
+                members.setdefault((values, declared.get(name)), []).append(name)
             found = self._groups[keys] = NodeGroups(
                 (
                     NodeInfo(
                         names[0],
                         {k: v for k, v in zip(keys, values, strict=True) if v is not None},
                         tuple(names),
+                        features,
                     )
-                    for values, names in members.items()
+                    for (values, features), names in members.items()
                 ),
                 self._labels,
+                declared,
             )
         return found

@@ -24,6 +24,7 @@ from draview.controller.informers import build_informers
 from draview.controller.kopf_wiring import start_kopf
 from draview.controller.leader import LeaderElector
 from draview.controller.lifecycle import chain_signals, shutdown, wait_for_stop
+from draview.controller.nodes import reads_node_status
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.startup import cluster_profile, discover, event_posters, refuse
 from draview.controller.sync import Syncer
@@ -91,7 +92,12 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     )
     ctl = Controller(writer, cfg.settings, *event_posters(api, cfg.identity, versions))
     ctl.reconciler.nodes_watched = "nodes" in versions
-    informers = build_informers(api, ctl.ingest, versions, cfg.watch_silence_timeout)
+    node_status = reads_node_status(profile)
+    if node_status:
+        log.info("reading whole Nodes: the scheduler reads their declared features")
+    informers = build_informers(
+        api, ctl.ingest, versions, cfg.watch_silence_timeout, node_status=node_status
+    )
     syncer = Syncer(ctl, informers, api, versions)
     runner = await serve(cfg.bind_address, cfg.port, syncer.not_ready)
     await syncer.initial_list()

@@ -64,12 +64,14 @@ class Statuses:
         return None
 
 
-def _selects_nodes(slices: list[dict[str, Any]]) -> bool:
+def _needs_nodes(slices: list[dict[str, Any]]) -> bool:
+    """Whether any slice's judgement reads Node objects: a node selector (which nodes it
+    reaches), or skipNodeOperations (which features the nodes declare, 1.37)."""
     for s in slices:
         spec = s.get("spec")
         if not isinstance(spec, dict):
             continue
-        if spec.get("nodeSelector"):
+        if spec.get("nodeSelector") or spec.get("skipNodeOperations"):
             return True
         devices = spec.get("devices")
         if (
@@ -223,7 +225,7 @@ class Source(Objects):
                 *self.objects("DeviceTaintRule"),
                 *self.objects("DeviceClass"),
             ]
-            if _selects_nodes(self.objects("ResourceSlice")):
+            if _needs_nodes(self.objects("ResourceSlice")):
                 # Which nodes a selector reaches decides what each node's allocator sees;
                 # without them the engine assumes nodes (engine/world.node_assumption).
                 nodes = self.objects("Node")
