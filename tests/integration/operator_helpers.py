@@ -15,6 +15,13 @@ from kubecluster import KubeCluster
 DRIVER = "test.draview.io"
 
 
+def declare_features(cluster: KubeCluster, node: str, *features: str) -> None:
+    """Set a fake node's status.declaredFeatures (none: cleared); there is no kubelet
+    here to declare them."""
+    body = json.dumps({"status": {"declaredFeatures": list(features) or None}})
+    cluster.check("patch", "node", node, "--subresource=status", "--type=merge", "-p", body)
+
+
 def uniq(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

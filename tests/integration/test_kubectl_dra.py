@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from operator_helpers import declare_features
 from test_control_plane import (
     NODE,
     Driver,
@@ -324,12 +325,6 @@ def test_restricted_user_sees_elided_claims(
 OPTIONAL_OPERATIONS = "DRAOptionalNodeOperations"
 
 
-def _declare(cluster: KubeCluster, *features: str) -> None:
-    # No kubelet here: the test writes what a kubelet would declare.
-    body = json.dumps({"status": {"declaredFeatures": list(features) or None}})
-    cluster.check("patch", "node", NODE, "--subresource=status", "--type=merge", "-p", body)
-
-
 def _device_state(cluster: KubeCluster, driver: Driver) -> tuple[str, str | None]:
     proc = dra(cluster, "get", "devices", "--driver", driver.name, "-o", "json")
     assert proc.returncode == 0, proc.stderr
@@ -348,7 +343,7 @@ def test_skipping_node_operations_follows_what_the_node_declares(
     skipping["spec"]["skipNodeOperations"] = ["*"]
     driver.apply(device_class(driver, dc), skipping)
     try:
-        _declare(kube_cluster)
+        declare_features(kube_cluster, NODE)
         assert _device_state(kube_cluster, driver) == (
             "Unavailable",
             "NodeLacksOptionalNodeOperations",
@@ -360,11 +355,11 @@ def test_skipping_node_operations_follows_what_the_node_declares(
         kube_cluster.delete("pod", "lacking", namespace=kube_namespace)
         kube_cluster.delete("resourceclaim", "lacking", namespace=kube_namespace)
 
-        _declare(kube_cluster, OPTIONAL_OPERATIONS)
+        declare_features(kube_cluster, NODE, OPTIONAL_OPERATIONS)
         assert _device_state(kube_cluster, driver) == ("Available", None)
         kube_cluster.create(
             claim("declared", dc), pod("declared", "declared"), namespace=kube_namespace
         )
         assert outcome(kube_cluster, kube_namespace, "declared") == "scheduled"
     finally:
-        _declare(kube_cluster)
+        declare_features(kube_cluster, NODE)

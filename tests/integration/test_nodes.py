@@ -8,11 +8,10 @@ generation 2 and the generation 1 device is stale everywhere.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
-from operator_helpers import DRIVER, device_states, uniq
+from operator_helpers import DRIVER, declare_features, device_states, uniq
 from operator_proc import Operator
 
 from kubecluster import KubeCluster
@@ -114,12 +113,6 @@ def test_a_node_that_appears_is_a_new_view(operator: Operator, crds: KubeCluster
 FEATURE = "DRAOptionalNodeOperations"
 
 
-def _declare(k: KubeCluster, node: str, *features: str) -> None:
-    # No kubelet here: the test writes what a kubelet would declare.
-    body = json.dumps({"status": {"declaredFeatures": list(features) or None}})
-    k.check("patch", "node", node, "--subresource=status", "--type=merge", "-p", body)
-
-
 def test_what_a_node_declares_decides_devices_that_skip_node_operations(
     operator: Operator, crds: KubeCluster
 ) -> None:
@@ -133,10 +126,10 @@ def test_what_a_node_declares_decides_devices_that_skip_node_operations(
     crds.create(body)
     try:
         _wait(crds, name, ("Unavailable", "NodeLacksOptionalNodeOperations"))
-        _declare(crds, node, FEATURE)
+        declare_features(crds, node, FEATURE)
         _wait(crds, name, ("Available", None))
-        _declare(crds, node)
+        declare_features(crds, node)
         _wait(crds, name, ("Unavailable", "NodeLacksOptionalNodeOperations"))
     finally:
-        _declare(crds, node)
+        declare_features(crds, node)
         crds.delete("resourceslice", name)
