@@ -326,7 +326,9 @@ OPTIONAL_OPERATIONS = "DRAOptionalNodeOperations"
 
 
 def _device_state(cluster: KubeCluster, driver: Driver) -> tuple[str, str | None]:
-    proc = dra(cluster, "get", "devices", "--driver", driver.name, "-o", "json")
+    # --live: judged here from the slices and Nodes, not read from an operator's objects
+    # (another test module's operator may have left them).
+    proc = dra(cluster, "get", "devices", "--driver", driver.name, "--live", "-o", "json")
     assert proc.returncode == 0, proc.stderr
     (device,) = json.loads(proc.stdout)["items"]
     return device["state"], device.get("stateReason")
