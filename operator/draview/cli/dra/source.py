@@ -226,8 +226,9 @@ class Source(Objects):
                 *self.objects("DeviceClass"),
             ]
             if _needs_nodes(self.objects("ResourceSlice")):
-                # Which nodes a selector reaches decides what each node's allocator sees;
-                # without them the engine assumes nodes (engine/world.node_assumption).
+                # Which nodes a selector reaches, and what each declares, decide what each
+                # node's allocator sees; without them the engine assumes nodes
+                # (engine/world.node_assumption).
                 nodes = self.objects("Node")
                 if not nodes and not self.offline:
                     self._warn("cannot list Nodes: node selectors are assumed to match")
