@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from draview.api.common import NodeSelector
-from draview.api.nodes import NodeGroups, NodeInfo
+from draview.api.nodes import NodeGroups, NodeInfo, assumed_nodes
 from draview.api.slices import ResourceSlice
 from draview.engine.model import PoolKey
 from draview.engine.nodes import selector_matches
@@ -44,15 +44,8 @@ def reads_node_status(profile: Profile) -> bool:
 def _named_skipping(slices: Iterable[ResourceSlice]) -> frozenset[str]:
     """The nodes named by slices (or their devices) that skip node operations: whether
     those nodes declare the feature decides the pool's devices there."""
-    named: set[str] = set()
-    for s in slices:
-        if not s.skip_node_operations:
-            continue
-        if s.node_name:
-            named.add(s.node_name)
-        elif s.per_device_node_selection:
-            named.update(d.node_name for d in s.devices if d.node_name)
-    return frozenset(named)
+    skipping = [s for s in slices if s.skip_node_operations]
+    return frozenset(n.name for n in assumed_nodes(skipping)) if skipping else frozenset()
 
 
 Selector = NodeSelector | None  # None: allNodes
@@ -159,7 +152,7 @@ class NodeIndex:
         self._groups.clear()
         if old is None or declared != was:
             reached = {k for k, r in self._reach.items() if r.reaches(node.name, labels)}
-            if old is not None:
+            if old is not None and old != labels:
                 reached |= {k for k, r in self._reach.items() if r.reaches(node.name, old)}
             return reached | self._skipping_on.get(node.name, set())
         changed = {k for k in old.keys() | labels.keys() if old.get(k) != labels.get(k)}
