@@ -70,7 +70,8 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=5000)
     n = p.parse_args().nodes
     w = sim.CountingWriter()
-    ctl = Controller(w, Settings(claim_events=False))
+    # Claim events on (draview run's default): the status bodies they read are kept.
+    ctl = Controller(w, Settings(claim_events=True))
     sim.feed(ctl.ingest.node_event, world.all_nodes(n))
     sim.feed(ctl.ingest.slice_event, world.all_slices(n))
     sim.feed(ctl.ingest.claim_event, world.all_claims(n))
@@ -90,7 +91,7 @@ def main() -> int:
         ("judged pools: allocated state", [r.allocated for r in lean], pools, "pool"),
         ("judged pools: the rest of the prepared pool", prepared, pools, "pool"),
         ("judged pools: conditions, errors, counts", lean, pools, "pool"),
-        ("status bodies kept for explanations", rec._packed, pools, "pool"),
+        ("status bodies kept for explanations (claim events on)", rec._packed, pools, "pool"),
         ("written objects (Writer.known)", w.known, pools, "pool"),
         (
             "claims (records, pool allocations)",

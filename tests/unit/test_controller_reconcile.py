@@ -22,9 +22,9 @@ class KeepingWriter(RecordingWriter):
         return super().submit(self.objects, removed, started, then)
 
 
-async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:
+async def _judged_mig_pool(claim_events: bool) -> tuple[KeepingWriter, Controller]:
     writer = KeepingWriter()
-    ctl = Controller(writer, Settings(claim_events=False))
+    ctl = Controller(writer, Settings(claim_events=claim_events))
     ctl.leader = True
     for obj in parse_text((EXAMPLES / "mig-a100.yaml").read_text(), "mig-a100.yaml"):
         kind = obj.get("kind")
@@ -33,6 +33,11 @@ async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:
         elif kind == "ResourceClaim":
             ctl.ingest.claim_event("ADDED", obj)
     await ctl.worker.flush()
+    return writer, ctl
+
+
+async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:
+    writer, ctl = await _judged_mig_pool(claim_events=True)
     key = ("gpu.example.com", "gpu-node-1")
     lean = ctl.reconciler.results[key]
     assert lean.slices == [] and set(lean.status) == {"conditions"}
@@ -44,6 +49,16 @@ async def test_a_judged_pool_is_kept_lean_and_unpacked_whole() -> None:
     assert full.status["counterSets"] and len(full.slices) == 2
     for sr in full.slices:
         assert sr.status == written[sr.slice.name]
+
+
+async def test_without_claim_events_no_status_bodies_are_kept() -> None:
+    # Explanations are the only reader of the bodies: with claim events off the pool is
+    # judged and written the same, and nothing is packed.
+    writer, ctl = await _judged_mig_pool(claim_events=False)
+    key = ("gpu.example.com", "gpu-node-1")
+    assert key in ctl.reconciler.results and writer.objects
+    assert ctl.reconciler.full_result(key) is None
+    assert ctl.reconciler.full_results() == []
 
 
 def test_equal_condition_lists_are_kept_once_and_apart_from_what_is_written() -> None:
