@@ -229,7 +229,10 @@ def test_with_metadata_only_nothing_about_features_changes() -> None:
     idx = NodeIndex()
     slices = [_slice("skipping", nodeName="node-1", skipNodeOperations=["*"])]
     idx.pool_changed(SKIPPING, slices)
-    assert idx.put(NodeInfo("node-1", {RACK: "a"})) == {SKIPPING}
+    # The node's coming and going does not re-judge the pool naming it: its judgement
+    # reads no node then.
+    assert idx.put(NodeInfo("node-1", {RACK: "a"})) == set()
     assert idx.put(NodeInfo("node-1", {RACK: "b"})) == set()
     assert idx.nodes_for(SKIPPING) is NO_NODES
     assert _skipping_state(idx, slices) == ("Available", None)
+    assert idx.delete("node-1") == set()

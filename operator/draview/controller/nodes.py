@@ -154,7 +154,7 @@ class NodeIndex:
             reached = {k for k, r in self._reach.items() if r.reaches(node.name, labels)}
             if old is not None and old != labels:
                 reached |= {k for k, r in self._reach.items() if r.reaches(node.name, old)}
-            return reached | self._skipping_on.get(node.name, set())
+            return reached | self._skipping_pools(node.name, declared, was)
         changed = {k for k in old.keys() | labels.keys() if old.get(k) != labels.get(k)}
         return {
             key
@@ -167,15 +167,23 @@ class NodeIndex:
             return None
         return self._feature_sets.setdefault(node.declared, node.declared)
 
+    def _skipping_pools(self, name: str, *declared: frozenset[str] | None) -> set[PoolKey]:
+        """The pools skipping node operations on `name`, when what it declares is read
+        (before or after the event): read from metadata alone, a node's coming and going
+        does not change those pools' judgement (nodes_for hands them no nodes)."""
+        if all(d is None for d in declared):
+            return set()
+        return set(self._skipping_on.get(name, ()))
+
     def delete(self, name: str) -> set[PoolKey]:
         old = self._labels.pop(name, None)
-        self._declared.pop(name, None)
+        was = self._declared.pop(name, None)
         if old is None:
             return set()
         self._snapshot = None
         self._groups.clear()
         reached = {k for k, r in self._reach.items() if r.reaches(name, old)}
-        return reached | self._skipping_on.get(name, set())
+        return reached | self._skipping_pools(name, was)
 
     def pool_changed(self, key: PoolKey, slices: Iterable[ResourceSlice]) -> None:
         """Call whenever a pool's slices change."""
