@@ -112,6 +112,40 @@ def test_a_node_that_always_aborts_decides_the_attempt() -> None:
     assert outcomes(K135, *objs, claim=one_gpu(A100)) == {ABORTS}
 
 
+def _on(node: str, d: dict[str, Any]) -> dict[str, Any]:
+    return {**d, "nodeName": node}
+
+
+def test_the_nodes_of_one_attempt_share_the_list_order_of_a_pools_slices() -> None:
+    # One pool, devices selected per device. Listed s1 first, node-a meets its A100 and
+    # fits while node-b meets s1's broken device and aborts the attempt; listed s2
+    # first, the other way round. Each node alone may fit, but no attempt fits: the
+    # scheduler lists the slices once for all the nodes it filters.
+    nodes = ({**NODE, "metadata": {"name": n}} for n in ("node-a", "node-b"))
+    objs = (
+        *nodes,
+        rslice(
+            "s1",
+            [_on("node-a", gpu("gpu-x", model="A100")), _on("node-b", gpu("gpu-e1"))],
+            count=2,
+            node=None,
+            perDeviceNodeSelection=True,
+        ),
+        rslice(
+            "s2",
+            [_on("node-b", gpu("gpu-y", model="A100")), _on("node-a", gpu("gpu-e2"))],
+            count=2,
+            node=None,
+            perDeviceNodeSelection=True,
+        ),
+    )
+    # Per-device node selection needs DRAPartitionableDevices: every gate on.
+    assert outcomes(all_gates_on("1.35"), *objs, claim=one_gpu(A100)) == {ABORTS}
+    assert outcomes(all_gates_on("1.34"), *objs, claim=one_gpu(A100)) == {ABORTS}
+    # 1.36 walks the slices by name: s1 first, always, and node-b aborts.
+    assert outcomes(all_gates_on("1.36"), *objs, claim=one_gpu(A100)) == {ABORTS}
+
+
 def test_why_names_both_outcomes() -> None:
     w = world(
         CLASS,

@@ -5,7 +5,8 @@ One node's error that is not "not on this node" aborts the whole attempt, so it 
 the answer; otherwise one node with a solution is enough. Where the allocator walks pools
 in map order (1.34, 1.35), each node's search is run over every order that can matter
 (explain/orders.py), and the attempt's possible outcomes are combined from each node's:
-every node's Allocate call gets an order of its own.
+every node's Allocate call walks the pools in an order of its own, and the slices of a
+pool in the list order that all nodes of the attempt share (one `Listing` at a time).
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from draview.engine.pool import PoolResult
 from draview.engine.profile import Profile
 from draview.engine.rules import DEFAULT_RULES, Rules, as_read, refusal, rules_for
 from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous, node_pools
-from draview.explain.orders import Chooser, every_order, relevance
+from draview.explain.orders import (
+    Chooser,
+    Listing,
+    NeedListing,
+    NoSuchListing,
+    Relevance,
+    every_order,
+    relevance,
+)
 from draview.explain.search import BudgetExceeded, NodeSearch, SearchError
 from draview.explain.steps import Steps, finish
 
@@ -60,9 +69,15 @@ class _Question:
     profile_rules: Rules
     budget: int
 
-    def node(self, pools: list[NodePool]) -> dict[str, str]:
+    def node(
+        self,
+        pools: list[NodePool],
+        relevant: Relevance | None = None,
+        listed: Listing | None = None,
+    ) -> dict[str, str]:
         """The outcomes of one node's Allocate call ("ok", "no", "invalid", "error"),
-        over every pool order the profile's allocator may walk."""
+        over every pool order the profile's allocator may walk (`relevant`: the pools'
+        relevance, when known) with the pools' slices in the order `listed` gives."""
         if self.profile_rules.pools_sorted:
             search = NodeSearch(
                 self.claim, self.classes, pools, self.cel, self.budget, self.profile_rules
@@ -79,8 +94,13 @@ class _Question:
                 self.claim, self.classes, pools, self.cel, budget, self.profile_rules, chooser
             )
 
-        relevant = relevance(self.claim, self.classes, pools, self.cel, self.profile_rules)
-        found, self.budget = every_order(make, relevant, self.budget, (SearchError,))
+        if relevant is None:
+            relevant = relevance(self.claim, self.classes, pools, self.cel, self.profile_rules)
+        try:
+            found, self.budget = every_order(make, relevant, self.budget, (SearchError,), listed)
+        except NeedListing as need:
+            self.budget = need.budget
+            raise
         return found
 
 
@@ -89,15 +109,78 @@ def _once(
 ) -> Steps[tuple[dict[str, str], list[str]]]:
     """The outcomes one attempt can end in, for one assignment of trusted counts, and
     the nodes where it may fit."""
+    if q.profile_rules.pools_sorted:
+        binding_last = q.profile_rules.binding_pools_last
+        walks = (
+            _Walk(node, node_pools(node, q.index, q.rules, which, binding_last)) for node in nodes
+        )
+        return (yield from _combined(q, walks))
+    return (yield from _every_listing(q, nodes, which))
+
+
+def _every_listing(
+    q: _Question, nodes: Sequence[str | None], which: Mapping[tuple[str, str], Assignment]
+) -> Steps[tuple[dict[str, str], list[str]]]:
+    """_once where pools are walked in map order: the outcomes of every list order of
+    the pools' slices that can matter, each shared by all the nodes of its attempt."""
+    walks: list[_Walk] = []
+    for node in nodes:
+        yield
+        pools = node_pools(node, q.index, q.rules, which, q.profile_rules.binding_pools_last)
+        walks.append(
+            _Walk(node, pools, relevance(q.claim, q.classes, pools, q.cel, q.profile_rules))
+        )
+    # Per pool, every slice some node's walk can meet: what the list may hold next.
+    listable: dict[tuple[str, str], set[str]] = {}
+    for walk in walks:
+        rel = walk.relevant
+        assert rel is not None
+        for pi, sjs in rel.slices.items():
+            listable.setdefault(rel.ids[pi], set()).update(rel.names[pi][sj] for sj in sjs)
+    outcomes: dict[str, str] = {}
+    fits: dict[str, None] = {}
+    pending: list[Listing] = [{}]
+    while pending:
+        listed = pending.pop()
+        try:
+            found, where = yield from _combined(q, walks, listed)
+        except NeedListing as need:
+            placed = listed.get(need.pool, ())
+            options = sorted(listable.get(need.pool, set()) - set(placed))
+            pending.extend({**listed, need.pool: (*placed, o)} for o in reversed(options))
+            continue
+        except NoSuchListing:
+            continue
+        fits.update(dict.fromkeys(where))
+        for outcome, detail in found.items():
+            outcomes.setdefault(outcome, detail)
+    if not outcomes:  # no listing agreed with the counts trusted: each node on its own
+        return (yield from _combined(q, walks))
+    return outcomes, list(fits)
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """What one node's Allocate call walks: its pools, and which of them matter."""
+
+    node: str | None
+    pools: list[NodePool]
+    relevant: Relevance | None = None
+
+
+def _combined(
+    q: _Question, walks: Iterable[_Walk], listed: Listing | None = None
+) -> Steps[tuple[dict[str, str], list[str]]]:
+    """The outcomes of one attempt from each node's Allocate call."""
     fits: list[str] = []
     error = ""
     stuck = True  # every node can end without a solution and without an error
-    for node in nodes:
+    for walk in walks:
         yield  # one node's search between two steps
+        node = walk.node
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
-        pools = node_pools(node, q.index, q.rules, which, q.profile_rules.binding_pools_last)
-        found = q.node(pools)
+        found = q.node(walk.pools, walk.relevant, listed)
         if "error" in found:
             if len(found) == 1:  # whatever the other nodes do
                 return {ABORTS: f"the scheduler aborts: {found['error']}"}, []

@@ -61,6 +61,9 @@ class NodePool:
     # Which of `slices` the list may hold first, where the count it trusts depends on
     # that (None: any); only the walk of a list-ordered pool (1.34, 1.35) cares.
     firsts: frozenset[int] | None = None
+    # The name of each of `slices`: a slice is the same one on every node, and one
+    # attempt lists it in the same place for all of them.
+    names: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -170,6 +173,7 @@ def _pool(
     for i in slice_indices:
         fs = flat[i]
         out.slices.append(_devices(r.key, i, fs, view, targets, rules, o, refuse_skips))
+        out.names.append(fs.slice.name)
         out.binding = out.binding or any(dev.binding_conditions for dev in fs.devices)
     if len(outcomes) > 1:
         out.firsts = _firsts(view, min(which, len(outcomes) - 1), slice_indices)

@@ -21,10 +21,15 @@ written, no capacity re-check), one walk in a fixed order gives the only answer:
 search is exhaustive, and what it accepts depends on the devices taken, not on their
 order.
 
-Each node's walk is taken to have an order of its own. For the pools it has (a map per
-Allocate call); a pool's slices come in the scheduler's list order, which every node of
-one attempt shares, and that is modelled only where it decides the count a pool trusts
-(NodePool.firsts): the walks of two nodes through one pool's slices are not tied.
+Each node's walk has a pool order of its own (a map per Allocate call). A pool's slices
+come in the scheduler's list order, which every node of one attempt shares: a `Listing`
+fixes, per pool, the order of the slices placed so far (any slice not placed comes after
+them), and each node walks its own slices of the pool in that order. Where a node's walk
+needs the place of two slices the listing does not give, it stops (`NeedListing`) and
+the attempt is tried again once per slice that can come next, on every node: so the
+outcomes of one attempt come from one list order (measured on 1.35: a claim that fits on
+worker-0 under one order of a pool's slices and on worker-1 under the other never fits
+on both, and the third node aborts whenever neither does).
 """
 
 from __future__ import annotations
@@ -49,6 +54,25 @@ class NeedChoice(Exception):
         self.options = tuple(options)
 
 
+PoolId = tuple[str, str]  # driver, pool
+# Per pool, the names of the slices the scheduler's list holds first, in that order.
+Listing = Mapping[PoolId, tuple[str, ...]]
+
+
+class NeedListing(Exception):
+    """A node's walk needs to know which of a pool's slices the list holds next."""
+
+    def __init__(self, pool: PoolId) -> None:
+        super().__init__(f"the list order of pool {pool[1]}")
+        self.pool = pool
+        self.budget = 0  # what the search had left when it stopped
+
+
+class NoSuchListing(Exception):
+    """The listing contradicts the count a node's view of a pool trusts (NodePool.firsts):
+    no attempt lists the slices so."""
+
+
 @dataclass(slots=True)
 class Relevance:
     """Per pool of the node, the slices holding a device that can affect the search."""
@@ -62,6 +86,9 @@ class Relevance:
     # devices with binding conditions (rules.binding_pools_last, binding_slices_last).
     later_pools: set[int] = field(default_factory=set)
     later_slices: set[tuple[int, int]] = field(default_factory=set)
+    # Per pool: which pool it is, and the name of each slice (NodePool.names).
+    ids: dict[int, PoolId] = field(default_factory=dict)
+    names: dict[int, list[str]] = field(default_factory=dict)
     # Something that can make the order matter: a runtime error, an invalid pool (1.34),
     # counters, a node selector the result cannot carry, 1.34's capacity re-check.
     hazard: bool = False
@@ -76,6 +103,9 @@ class Chooser:
     prefix: tuple[int, ...] = ()
     # Take the first option at every decision: the one answer of an order-free search.
     fixed: bool = False
+    # The attempt's list order of the pools' slices, shared by every node (None: each
+    # node's walk picks its own).
+    listed: Listing | None = None
     used: int = 0
     pool_order: list[int] = field(default_factory=list)
     slice_order: dict[int, list[int]] = field(default_factory=dict)
@@ -104,6 +134,9 @@ class Chooser:
             i += 1
 
     def slices(self, pool: int) -> Iterator[int]:
+        if self.listed is not None and not self.fixed:
+            yield from self._listed(pool)
+            return
         order = self.slice_order.setdefault(pool, [])
         wanted = self.relevance.slices.get(pool, [])
         i = 0
@@ -121,6 +154,28 @@ class Chooser:
             yield order[i]
             i += 1
 
+    def _listed(self, pool: int) -> Iterator[int]:
+        """The pool's slices this node walks, in the listing's order; NeedListing when it
+        does not say which of two or more comes first."""
+        assert self.listed is not None
+        rel = self.relevance
+        wanted, names = rel.slices.get(pool, []), rel.names[pool]
+        placed = self.listed.get(rel.ids[pool], ())
+        rank = {name: i for i, name in enumerate(placed)}
+        known = sorted((s for s in wanted if names[s] in rank), key=lambda s: rank[names[s]])
+        rest = [s for s in wanted if names[s] not in rank]
+        if len(rest) > 1:
+            raise NeedListing(rel.ids[pool])
+        order = known + rest  # a slice not placed comes after those placed
+        later = rel.later_slices
+        order = [s for s in order if (pool, s) not in later] + [
+            s for s in order if (pool, s) in later
+        ]
+        leading = rel.first.get(pool)
+        if leading is not None and order and order[0] not in leading:
+            raise NoSuchListing
+        yield from order
+
 
 class _Search(Protocol):
     budget: int
@@ -133,21 +188,28 @@ def every_order(
     relevance: Relevance,
     budget: int,
     aborts: tuple[type[Exception], ...],
+    listed: Listing | None = None,
 ) -> tuple[dict[str, str], int]:
     """The outcomes ("ok", "no", "invalid", "error") of one node's Allocate call over
     every order, each with the first message seen, and the budget left. `make` builds the
     search for a chooser and a budget; exceptions of `aborts` are its "error" outcome.
-    Raises what the search raises when it runs out of budget."""
+    `listed`: the attempt's list order of slices (every pool order is still tried).
+    Raises what the search raises when it runs out of budget, and NeedListing or
+    NoSuchListing (see Chooser._listed)."""
     outcomes: dict[str, str] = {}
     pending: list[tuple[int, ...]] = [()]
     while pending:
         prefix = pending.pop()
-        search = make(Chooser(relevance, prefix, fixed=not relevance.hazard), budget)
+        chooser = Chooser(relevance, prefix, fixed=not relevance.hazard, listed=listed)
+        search = make(chooser, budget)
         try:
             outcome, detail = search.run(), ""
         except NeedChoice as need:
             pending.extend((*prefix, o) for o in reversed(need.options))
             outcome = ""
+        except NeedListing as need:
+            need.budget = search.budget  # the attempt is asked again with more listed
+            raise
         except aborts as exc:
             outcome, detail = "error", str(exc)
         budget = search.budget
@@ -228,6 +290,8 @@ def relevance(
     out = Relevance(hazard=not rules.capacity_recheck_own_device)
     counted: dict[str, set[str]] = {}  # pool name -> drivers whose devices take counters
     for pi, pool in enumerate(pools):
+        out.ids[pi] = (pool.driver, pool.pool)
+        out.names[pi] = pool.names
         if pool.invalid and not rules.invalid_pool_is_node_local:
             out.pools.append(pi)  # met by the walk: the attempt aborts
             out.hazard = True
