@@ -124,17 +124,19 @@ def _every_listing(
     """_once where pools are walked in map order: the outcomes of every list order of
     the pools' slices that can matter, each shared by all the nodes of its attempt."""
     walks: list[_Walk] = []
+    # Per pool, every slice some node's walk can meet where the order can matter: what
+    # the list may hold next.
+    listable: dict[tuple[str, str], set[str]] = {}
     for node in nodes:
         yield
         pools = node_pools(node, q.index, q.rules, which, q.profile_rules.binding_pools_last)
-        walks.append(
-            _Walk(node, pools, relevance(q.claim, q.classes, pools, q.cel, q.profile_rules))
-        )
-    # Per pool, every slice some node's walk can meet: what the list may hold next.
-    listable: dict[tuple[str, str], set[str]] = {}
-    for walk in walks:
-        rel = walk.relevant
-        assert rel is not None
+        rel = relevance(q.claim, q.classes, pools, q.cel, q.profile_rules)
+        if not rel.hazard:
+            # No order changes what this node answers: asked once, its pools not kept
+            # (a cluster of thousands of nodes would hold them all otherwise).
+            walks.append(_Walk(node, [], found=q.node(pools, rel)))
+            continue
+        walks.append(_Walk(node, pools, rel))
         for pi, sjs in rel.slices.items():
             listable.setdefault(rel.ids[pi], set()).update(rel.names[pi][sj] for sj in sjs)
     outcomes: dict[str, str] = {}
@@ -166,6 +168,7 @@ class _Walk:
     node: str | None
     pools: list[NodePool]
     relevant: Relevance | None = None
+    found: dict[str, str] | None = None  # its answer, where no order changes it
 
 
 def _combined(
@@ -180,7 +183,7 @@ def _combined(
         node = walk.node
         # One budget for the whole question: a search that explodes on one node must not
         # be allowed to do so on every other node too.
-        found = q.node(walk.pools, walk.relevant, listed)
+        found = walk.found if walk.found is not None else q.node(walk.pools, walk.relevant, listed)
         if "error" in found:
             if len(found) == 1:  # whatever the other nodes do
                 return {ABORTS: f"the scheduler aborts: {found['error']}"}, []
