@@ -112,33 +112,23 @@ def test_a_node_that_always_aborts_decides_the_attempt() -> None:
     assert outcomes(K135, *objs, claim=one_gpu(A100)) == {ABORTS}
 
 
-def _on(node: str, d: dict[str, Any]) -> dict[str, Any]:
-    return {**d, "nodeName": node}
+def _fits_on(name: str, fits: str, breaks: str) -> dict[str, Any]:
+    """A slice, devices selected per device: an A100 on `fits`, a device whose selector
+    fails in CEL (no model) on `breaks`."""
+    devices = [
+        {**gpu(f"{name}-a100", model="A100"), "nodeName": fits},
+        {**gpu(f"{name}-broken"), "nodeName": breaks},
+    ]
+    return rslice(name, devices, count=2, node=None, perDeviceNodeSelection=True)
 
 
 def test_the_nodes_of_one_attempt_share_the_list_order_of_a_pools_slices() -> None:
-    # One pool, devices selected per device. Listed s1 first, node-a meets its A100 and
-    # fits while node-b meets s1's broken device and aborts the attempt; listed s2
-    # first, the other way round. Each node alone may fit, but no attempt fits: the
-    # scheduler lists the slices once for all the nodes it filters.
+    # One pool. Listed s1 first, node-a meets its A100 and fits while node-b meets s1's
+    # broken device and aborts the attempt; listed s2 first, the other way round. Each
+    # node alone may fit, but no attempt fits: the scheduler lists the slices once for
+    # all the nodes it filters.
     nodes = ({**NODE, "metadata": {"name": n}} for n in ("node-a", "node-b"))
-    objs = (
-        *nodes,
-        rslice(
-            "s1",
-            [_on("node-a", gpu("gpu-x", model="A100")), _on("node-b", gpu("gpu-e1"))],
-            count=2,
-            node=None,
-            perDeviceNodeSelection=True,
-        ),
-        rslice(
-            "s2",
-            [_on("node-b", gpu("gpu-y", model="A100")), _on("node-a", gpu("gpu-e2"))],
-            count=2,
-            node=None,
-            perDeviceNodeSelection=True,
-        ),
-    )
+    objs = (*nodes, _fits_on("s1", "node-a", "node-b"), _fits_on("s2", "node-b", "node-a"))
     # Per-device node selection needs DRAPartitionableDevices: every gate on.
     assert outcomes(all_gates_on("1.35"), *objs, claim=one_gpu(A100)) == {ABORTS}
     assert outcomes(all_gates_on("1.34"), *objs, claim=one_gpu(A100)) == {ABORTS}
