@@ -152,8 +152,10 @@ def test_pending_claims(checked: tuple[Profile, frozenset[str], Oracle]) -> None
 # Worlds a 10,000-world run (bench/fidelity) found answered differently, beyond the seeds
 # above. 536: on 1.35 with every gate, a claim fitting on worker-0 under one list order of
 # a pool's slices and on worker-1 under another, and aborting on worker-2 unless one of
-# them fits; the nodes of one attempt share the list order, so it never fits.
-FOUND_BY_LONG_RUNS = (536,)
+# them fits; the nodes of one attempt share the list order, so it never fits. 2051: on
+# 1.35 with every gate, a NIC without capacity shared twice in one claim, after a share
+# of it was given back while backtracking (rules.empty_shares_stay).
+FOUND_BY_LONG_RUNS = (536, 2051)
 
 
 def test_pending_claims_of_worlds_found_by_long_runs(

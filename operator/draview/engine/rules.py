@@ -38,6 +38,7 @@ class Rules:
     incomplete_pools_refused: bool = True
     counters_per_pool: bool = True
     shares_skip_counter_check: bool = True
+    empty_shares_stay: bool = False
     unpartitioned_skips_counter_slices: bool = True
     capacity_recheck_own_device: bool = True
     shares_debit_once: bool = False
@@ -157,6 +158,15 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "a shareable device whose shares already hold capacity skips the counter check",
         "1.35+ (1.34 checks the counters for every share)",
         "structured/internal/*/allocator_*.go: allocateDevice (skipCounterCheck)",
+    ),
+    "empty_shares_stay": (
+        "a share of a device without capacity, given back while backtracking, keeps the "
+        "device counted as capacity in use for the rest of the Allocate call, so its "
+        "later shares skip the counter check",
+        "1.35's experimental allocator (it takes back only shares with consumed capacity; "
+        "1.34 checks the counters for every share anyway; 1.36+ take back every share)",
+        "structured/internal/experimental/allocator_experimental.go: allocateDevice "
+        "(the deallocate func: requestedResource != nil), ConsumedCapacityCollection.Insert",
     ),
     "unpartitioned_skips_counter_slices": (
         "with partitionable devices off GatherPools skips slices with sharedCounters",
@@ -327,6 +337,7 @@ def rules_for(profile: Profile) -> Rules:
         incomplete_pools_refused=profile.release != "1.34",
         counters_per_pool=profile.release != "1.34",
         shares_skip_counter_check=profile.release != "1.34",
+        empty_shares_stay=profile.release == "1.35" and experimental,
         unpartitioned_skips_counter_slices=profile.release != "1.34",
         capacity_recheck_own_device=profile.release != "1.34"
         or not profile.gate("DRAConsumableCapacity"),

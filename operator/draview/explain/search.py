@@ -488,6 +488,8 @@ class NodeSearch:
         self.results.pop()  # undone in reverse order of allocation, as backtracking does
 
     def _add_share(self, d: SearchDevice, share: Mapping[str, Quantity], sign: int) -> None:
+        if sign < 0 and not share and self.rules.empty_shares_stay:
+            return  # rules.empty_shares_stay: still capacity in use
         self.shares[d.id] = self.shares.get(d.id, 0) + sign
         into = self.allocating_capacity.setdefault(d.id, {})
         for name, q in share.items():
