@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from builders import DRIVER, rslice, world
 
 from draview.api.claims import ResourceClaim
@@ -16,6 +17,14 @@ from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
 from draview.explain import DeviceIndex, Explainer
 from draview.explain.allocatable import ABORTS, FITS, UNSCHEDULABLE, allocatable
+from draview.explain.orders import (
+    Chooser,
+    ListingStop,
+    NeedListing,
+    NoSuchListing,
+    Relevance,
+    every_order,
+)
 
 K135, K136 = make_profile("1.35"), make_profile("1.36")
 CLASS = {
@@ -134,6 +143,29 @@ def test_the_nodes_of_one_attempt_share_the_list_order_of_a_pools_slices() -> No
     assert outcomes(all_gates_on("1.34"), *objs, claim=one_gpu(A100)) == {ABORTS}
     # 1.36 walks the slices by name: s1 first, always, and node-b aborts.
     assert outcomes(all_gates_on("1.36"), *objs, claim=one_gpu(A100)) == {ABORTS}
+
+
+class _Spends:
+    """A search that spends steps, then stops under the listing."""
+
+    def __init__(self, stop: ListingStop, budget: int) -> None:
+        self.stop, self.budget = stop, budget
+
+    def run(self) -> str:
+        self.budget -= 7
+        raise self.stop
+
+
+@pytest.mark.parametrize("stop", [NeedListing(("d", "p")), NoSuchListing()])
+def test_a_walk_stopped_by_its_listing_still_pays_for_its_steps(stop: ListingStop) -> None:
+    # Either stop leaves the question: what the walk spent must leave with it, or a
+    # question dropping listing after listing never runs out of budget.
+    def make(_: Chooser, budget: int) -> _Spends:
+        return _Spends(stop, budget)
+
+    with pytest.raises(ListingStop) as raised:
+        every_order(make, Relevance(hazard=True), 100, (), listed={})
+    assert raised.value is stop and raised.value.budget == 93
 
 
 def test_why_names_both_outcomes() -> None:

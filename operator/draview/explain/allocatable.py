@@ -25,6 +25,7 @@ from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous,
 from draview.explain.orders import (
     Chooser,
     Listing,
+    ListingStop,
     NeedListing,
     NoSuchListing,
     Relevance,
@@ -98,8 +99,8 @@ class _Question:
             relevant = relevance(self.claim, self.classes, pools, self.cel, self.profile_rules)
         try:
             found, self.budget = every_order(make, relevant, self.budget, (SearchError,), listed)
-        except NeedListing as need:
-            self.budget = need.budget
+        except ListingStop as stop:
+            self.budget = stop.budget
             raise
         return found
 

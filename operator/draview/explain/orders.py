@@ -59,16 +59,22 @@ PoolId = tuple[str, str]  # driver, pool
 Listing = Mapping[PoolId, tuple[str, ...]]
 
 
-class NeedListing(Exception):
+class ListingStop(Exception):
+    """A node's walk cannot go on under the attempt's listing. Carries what the search
+    had left, so the steps spent before it are charged to the question either way."""
+
+    budget = 0
+
+
+class NeedListing(ListingStop):
     """A node's walk needs to know which of a pool's slices the list holds next."""
 
     def __init__(self, pool: PoolId) -> None:
         super().__init__(f"the list order of pool {pool[1]}")
         self.pool = pool
-        self.budget = 0  # what the search had left when it stopped
 
 
-class NoSuchListing(Exception):
+class NoSuchListing(ListingStop):
     """The listing contradicts the count a node's view of a pool trusts (NodePool.firsts):
     no attempt lists the slices so."""
 
@@ -207,8 +213,9 @@ def every_order(
         except NeedChoice as need:
             pending.extend((*prefix, o) for o in reversed(need.options))
             outcome = ""
-        except NeedListing as need:
-            need.budget = search.budget  # the attempt is asked again with more listed
+        except ListingStop as stop:
+            # The attempt is asked again with more listed, or not at all.
+            stop.budget = search.budget
             raise
         except aborts as exc:
             outcome, detail = "error", str(exc)
