@@ -91,6 +91,22 @@ async def test_a_new_object_is_created_then_its_status_replaced_at_that_version(
     assert writes("update") == before + 1
 
 
+async def test_an_object_over_the_byte_budget_is_written_shortened() -> None:
+    # The reconciler hands objects over as judged; the writer fits them to the budget.
+    allocs = [{"claimName": f"claim-{i:03d}-" + "c" * 200} for i in range(40)]
+    device = {"name": "gpu-0", "allocations": allocs, "allocationCount": len(allocs)}
+    big = {**OBJ, "status": {"devices": [device]}}
+    api = FakeApi()
+    writer = Writer(api, TokenBucket(1000, 1000), max_object_bytes=4000)  # type: ignore[arg-type]
+    await writer.put(big)
+    (written,) = [c[1]["status"]["devices"][0] for c in api.calls if "status" in c[0]]
+    assert written["allocationsTruncated"] is True and written["allocationCount"] == 40
+    assert 0 < len(written["allocations"]) < 40
+    # What it remembers is what it wrote: the same object again is not written twice.
+    await writer.put(big)
+    assert len(api.calls) == 2
+
+
 @pytest.mark.parametrize(
     ("script", "why"),
     [

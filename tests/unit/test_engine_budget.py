@@ -8,7 +8,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES, cap_errors, fit_object, object_bytes
+from draview.engine.budget import (
+    DEFAULT_MAX_OBJECT_BYTES,
+    cap_errors,
+    fit_object,
+    object_bytes,
+    surely_fits,
+)
 
 NS = "n" * 63
 CLAIM = "c" * 249  # + "-NNN" = 253 characters, the longest name
@@ -103,3 +109,13 @@ def test_object_bytes_is_the_size_of_the_request_body(value: Any) -> None:
     """Measured on the text without encoding it (json.dumps escapes all but ASCII),
     and without the encoder's cycle check: the same count as the encoded body."""
     assert object_bytes(value) == len(json.dumps(value).encode())
+
+
+@given(JSON_VALUES)
+def test_what_surely_fits_by_its_compact_size_fits(value: Any) -> None:
+    """The writer measures only the compact, key-sorted text it keeps: whatever that
+    bound lets through must fit as the request body counts it."""
+    compact = len(json.dumps(value, sort_keys=True, separators=(",", ":")))
+    tightest = 2 * compact  # the smallest budget the bound lets this value through
+    assert surely_fits(compact, tightest) and not surely_fits(compact, tightest - 1)
+    assert object_bytes(value) <= tightest

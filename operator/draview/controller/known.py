@@ -36,6 +36,15 @@ def canonical(obj: dict[str, Any]) -> bytes:
     return json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
 
 
+def left_out_bytes(obj: dict[str, Any]) -> int:
+    """The compact JSON size of what canonical() leaves out (kind, apiVersion, name):
+    with it, an upper bound of the whole object's compact size."""
+    meta = obj.get("metadata") or {}
+    rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
+    rest["metadata"] = {k: v for k, v in meta.items() if k not in ("labels", "ownerReferences")}
+    return len(json.dumps(rest, separators=(",", ":")))
+
+
 def pool_of(obj: dict[str, Any]) -> PoolKey | None:
     spec = obj.get("spec") or {}
     driver, pool = spec.get("driver"), spec.get("pool")

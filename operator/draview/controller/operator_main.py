@@ -87,6 +87,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         client.CustomObjectsApi(api),
         TokenBucket(cfg.qps, cfg.burst),
         concurrency=cfg.write_concurrency,
+        max_object_bytes=cfg.settings.max_object_bytes,
         # The fence: no write starts unless this replica provably still leads.
         may_write=lambda: elector is None or elector.may_write(),
     )

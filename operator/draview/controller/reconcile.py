@@ -46,7 +46,8 @@ class Settings:
     claim_events: bool = True
     pending_threshold: float = 60.0
     explain_interval: float = 10.0
-    # No status object may serialize to more than this (engine/budget.py).
+    # No status object may serialize to more than this (engine/budget.py); the writer
+    # enforces it (operator_main hands it over).
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
 
 
@@ -214,7 +215,8 @@ class Reconciler:
                 nodes=j.nodes,
                 aborts=self.invalid.aborts,
             )
-            objs = result_objects(result, self.settings.max_object_bytes)
+            # The writer fits them to the byte budget as it encodes them.
+            objs = result_objects(result, None)
         except Exception:
             # A bug hit by one pool's data must not stop the others: its objects
             # stay as last written, and the next change to it tries again.

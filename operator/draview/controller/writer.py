@@ -22,12 +22,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.api.status import API_GROUP
 from draview.controller import metrics
-from draview.controller.known import Known, canonical, owned_fields
+from draview.controller.known import Known, canonical, left_out_bytes, owned_fields
 from draview.controller.kube import list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.retry import Backoffs, Failure, classify
 from draview.controller.writequeue import Job, ObjKey, Ticket, WriteQueue
+from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES, fit_object, surely_fits
 
 log = logging.getLogger("draview.writer")
 VERSION = "v1alpha1"
@@ -93,8 +94,12 @@ class Writer:
         concurrency: int = 64,
         may_write: Callable[[], bool] = lambda: True,
         backoffs: Backoffs[ObjKey] | None = None,
+        max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
     ) -> None:
         self.api = api
+        # No object may encode to more than this (engine/budget.py). Enforced here, where
+        # each object is encoded anyway: most are measured by that encoding alone.
+        self.max_object_bytes = max_object_bytes
         self.bucket = bucket
         self.may_write = may_write
         self.backoffs: Backoffs[ObjKey] = backoffs or Backoffs()
@@ -253,6 +258,9 @@ class Writer:
         plural, name = key
         known = self.known.get(key)
         data = canonical(obj)
+        if not surely_fits(len(data) + left_out_bytes(obj), self.max_object_bytes):
+            obj = fit_object(obj, self.max_object_bytes)
+            data = canonical(obj)
         try:
             if known is None:
                 await self._create(plural, obj)

@@ -27,6 +27,15 @@ def object_bytes(obj: Any) -> int:
     return len(json.dumps(obj, check_circular=False))
 
 
+def surely_fits(compact_bytes: int, max_bytes: int) -> bool:
+    """Whether an object whose compact JSON (no spaces, keys in any order) takes
+    `compact_bytes` fits in `max_bytes` as object_bytes counts it, without encoding it
+    again: the default separators add one space each, and a separator is always followed
+    by at least one character, so the text is at most twice as long. Within that margin
+    (a 1,000,000-byte budget and a pool's status of a few KB) nothing is measured twice."""
+    return 2 * compact_bytes <= max_bytes
+
+
 def fit_object(obj: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """`obj` itself when it fits, else a copy whose status is shortened to fit (as far
     as dropping allocations and validation errors can; the devices all stay)."""
