@@ -223,11 +223,12 @@ def parse_quantity(s: str) -> Quantity:
 
 def try_parse_quantity(s: str | None) -> Quantity | None:
     """The quantity, or None for a missing or unparsable one (where validation has
-    already reported it and the caller only needs the value if there is one)."""
+    already reported it and the caller only needs the value if there is one). Through
+    parse_quantity's cache: a pool's capacities repeat a few strings on every device."""
     if s is None:
         return None
     try:
-        return _parse(s)
+        return parse_quantity(s)
     except QuantityError:
         return None
 
