@@ -271,3 +271,12 @@ async def test_a_full_sync_judges_only_pools_changed_or_not_as_written_on_the_se
     await ctl.worker.full_sync()
     assert sorted(judged) == ["a", "b", "c"]
     assert writer.known[pool_b].value()["status"]["summary"]["totalDevices"] == 1
+
+
+def test_a_full_sync_fixes_what_the_server_shows_before_creating_new_pools() -> None:
+    ctl = Controller(Writer(None, TokenBucket(1, 1)), Settings())  # type: ignore[arg-type]
+    keys = {(DRIVER, "a"), (DRIVER, "b"), (DRIVER, "c")}
+    assert ctl.worker._sync_order(keys) == sorted(keys)  # nothing on the server yet
+    shown = ("resourcepoolstatuses", core.pool_object_name(DRIVER, "c"))
+    ctl.writer.known[shown] = Known(b"{}", (DRIVER, "c"))
+    assert ctl.worker._sync_order(keys) == [(DRIVER, "c"), (DRIVER, "a"), (DRIVER, "b")]

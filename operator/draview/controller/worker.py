@@ -159,6 +159,8 @@ class Worker:
         """Pools the server already shows first, new pools last: after a re-list or a
         failover, what users see as wrong is fixed before what is new is created."""
         known = self.writer.known
+        if not known:  # a first sync with nothing on the server: no name to look up
+            return sorted(keys)
         return sorted(
             keys, key=lambda k: (("resourcepoolstatuses", pool_object_name(*k)) not in known, k)
         )
