@@ -3,9 +3,12 @@ environment again, and kopf is given the same route."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from kubernetes_asyncio.client import V1ObjectMeta
 
 from draview.controller import kube
 
@@ -77,5 +80,26 @@ async def test_connect_without_a_proxy_goes_direct(env: pytest.MonkeyPatch, tmp_
     try:
         assert not api.configuration.proxy
         assert kube.kopf_login(api).proxy_url is None
+    finally:
+        await api.close()
+
+
+async def test_plain_bodies_go_to_the_encoder_as_they_are(
+    env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    api = await kube.connect(str(path), None)
+    try:
+        status = {"devices": [{"name": "gpu-0", "allocationCount": 2}]}
+        body = kube.Plain(status=status)
+        assert api.sanitize_for_serialization(body) is body  # not copied value by value
+        # Anything else is still converted: models (Leases, Events), dates.
+        when = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+        meta = V1ObjectMeta(name="lease", creation_timestamp=when)
+        assert api.sanitize_for_serialization({"metadata": meta}) == {
+            "metadata": {"name": "lease", "creationTimestamp": "2026-11-26T12:00:00+00:00"}
+        }
+        assert json.loads(json.dumps(body)) == {"status": status}
     finally:
         await api.close()

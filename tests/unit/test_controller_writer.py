@@ -12,6 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.controller import metrics
 from draview.controller.known import Known
+from draview.controller.kube import Plain
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.writer import FIELD_MANAGER, MERGE, Writer, _send
 
@@ -88,6 +89,8 @@ async def test_a_new_object_is_created_then_its_status_replaced_at_that_version(
         "status": OBJ["status"],
     }
     assert all(c[2]["field_manager"] == "draview" for c in api.calls)
+    # JSON already: the client encodes them without copying them value by value first.
+    assert all(type(c[1]) is Plain for c in api.calls)
     assert writes("update") == before + 1
 
 

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from draview.api.status import API_GROUP
 from draview.controller import metrics
 from draview.controller.known import Known, canonical, left_out_bytes, owned_fields
-from draview.controller.kube import list_pages
+from draview.controller.kube import Plain, list_pages
 from draview.controller.mergepatch import merge_diff
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.retry import Backoffs, Failure, classify
@@ -187,7 +187,7 @@ class Writer:
         (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
         fallback when the version is unknown or already stale (409), or when an older
         RBAC grants patch but not update on the status (403)."""
-        body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        body = Plain((k, obj[k]) for k in ("apiVersion", "kind", "metadata", "spec"))
         version = None
         try:
             created = await self._call(
@@ -219,7 +219,7 @@ class Writer:
             VERSION,
             plural,
             name,
-            {"status": status},
+            Plain(status=status),
             _content_type=MERGE,
         )
 
@@ -235,12 +235,12 @@ class Writer:
                 VERSION,
                 plural,
                 name,
-                {
-                    "apiVersion": obj["apiVersion"],
-                    "kind": obj["kind"],
-                    "metadata": {"name": name, "resourceVersion": version},
-                    "status": obj["status"],
-                },
+                Plain(
+                    apiVersion=obj["apiVersion"],
+                    kind=obj["kind"],
+                    metadata={"name": name, "resourceVersion": version},
+                    status=obj["status"],
+                ),
                 fallback=True,  # a merge patch instead, if RBAC allows only that
             )
             return True
@@ -281,7 +281,7 @@ class Writer:
                         VERSION,
                         plural,
                         name,
-                        main,
+                        Plain(main),
                         _content_type=MERGE,
                     )
                 patch = merge_diff(cur["status"], obj["status"])
