@@ -74,6 +74,21 @@ def rslice(
     }
 
 
+def counter_pool(
+    name: str,
+    devices: list[dict[str, Any]],
+    counter_sets: dict[str, dict[str, str]],
+    *,
+    count: int = 1,
+    **kw: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A slice of devices and, apart, the slice of the counter sets they consume: the
+    layout from 1.35, where a slice holds one or the other (`count`: the pool's other
+    slices; the two count themselves)."""
+    counters = rslice(f"{name}-counters", None, count=count + 1, counter_sets=counter_sets, **kw)
+    return counters, rslice(name, devices, count=count + 1, **kw)
+
+
 def result(
     dev: str,
     *,

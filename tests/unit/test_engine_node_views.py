@@ -3,7 +3,7 @@ classes of disagreement, and what the differential tests found since)."""
 
 from typing import Any
 
-from builders import claim, device, result, rslice
+from builders import claim, counter_pool, device, result, rslice
 from engine_helpers import pool, states
 
 from draview.engine.profile import all_gates_on, make_profile
@@ -25,7 +25,7 @@ def test_an_overdrawn_counter_blocks_every_counter_consuming_device() -> None:
     # yet checkAvailableCounters compares every counter of the pool.
     sets = {"cs": {"memory": "40Gi"}, "other": {"memory": "40Gi"}}
     r = pool(
-        rslice(
+        *counter_pool(
             "s",
             [
                 device("a", counters={"cs": {"memory": "30Gi"}}),
@@ -33,7 +33,7 @@ def test_an_overdrawn_counter_blocks_every_counter_consuming_device() -> None:
                 device("c", counters={"other": {"memory": "1Gi"}}),
                 device("d"),
             ],
-            counter_sets=sets,
+            sets,
         ),
         claim("x", result("a"), result("b")),
     )
@@ -72,12 +72,12 @@ def test_a_share_without_consumed_capacity_debits_the_counters_again_until_1_37(
     # allocator then checks its counters again for the next share: 30 + 30 > 40. 1.37
     # counts any share as the counters already debited.
     nic = device("nic", shareable=True, counters={"cs": {"memory": "30Gi"}})
-    world = (rslice("s", [nic], counter_sets=SETS), claim("x", result("nic", share="s1")))
+    world = (*counter_pool("s", [nic], SETS), claim("x", result("nic", share="s1")))
     r = pool(*world, profile=all_gates_on("1.36"))
     assert states(r)["nic"] == ("Unavailable", "CountersChargedPerShare")
     assert states(pool(*world, profile=make_profile("1.37")))["nic"] == ("PartiallyAllocated", None)
     roomy = device("nic", shareable=True, counters={"cs": {"memory": "10Gi"}})
-    r = pool(rslice("s", [roomy], counter_sets=SETS), claim("x", result("nic", share="s1")))
+    r = pool(*counter_pool("s", [roomy], SETS), claim("x", result("nic", share="s1")))
     assert states(r)["nic"] == ("PartiallyAllocated", None)
 
 

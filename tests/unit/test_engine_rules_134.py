@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import DRIVER, claim, device, result, rslice
+from builders import DRIVER, claim, counter_pool, device, result, rslice
 from engine_helpers import pool, results, states
 
 from draview.engine.aborts import ABORTS, CONDITION, MAY_ABORT
@@ -84,22 +84,23 @@ def test_counter_sets_are_each_slices_own() -> None:
 def test_every_share_checks_the_counters() -> None:
     # 1.35 lets a share of a device whose shares hold capacity skip the counter check;
     # 1.34 checks (shares debit nothing, the dedicated d1 took the memory).
-    objs = (
-        _slice(
-            "a",
-            device(
-                "n0",
-                shareable=True,
-                capacity={"bandwidth": "10G"},
-                counters={"set": {"memory": "8Gi"}},
-            ),
-            device("d1", counters={"set": {"memory": "8Gi"}}),
-            memory="8Gi",
+    devices = [
+        device(
+            "n0",
+            shareable=True,
+            capacity={"bandwidth": "10G"},
+            counters={"set": {"memory": "8Gi"}},
         ),
-        claim("c", result("n0", share="7d2e", consumed={"bandwidth": "1G"}), result("d1")),
+        device("d1", counters={"set": {"memory": "8Gi"}}),
+    ]
+    shares = claim("c", result("n0", share="7d2e", consumed={"bandwidth": "1G"}), result("d1"))
+    # Each release's layout: 1.35 keeps counter sets in a slice of their own.
+    apart = counter_pool("a", devices, {"set": {"memory": "8Gi"}})
+    assert states(pool(*apart, shares, profile=K135_ALL))["n0"] == ("PartiallyAllocated", None)
+    assert (
+        states(pool(_slice("a", *devices, memory="8Gi"), shares, profile=K134_ALL))["n0"][0]
+        == "Unavailable"
     )
-    assert states(pool(*objs, profile=K135_ALL))["n0"] == ("PartiallyAllocated", None)
-    assert states(pool(*objs, profile=K134_ALL))["n0"][0] == "Unavailable"
 
 
 def test_capacity_is_checked_again_on_the_slices_first_device() -> None:

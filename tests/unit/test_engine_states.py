@@ -1,6 +1,6 @@
 """One test per row of DESIGN §4's device-state table, in the table's order."""
 
-from builders import claim, device, result, rslice, taint_rule
+from builders import claim, counter_pool, device, result, rslice, taint_rule
 from engine_helpers import pool, prefixes, states
 
 
@@ -179,7 +179,7 @@ def test_counters_are_debited_once_per_device_not_per_claim() -> None:
     sets = {"cs": {"memory": "40Gi"}}
     devs = [device("p", counters={"cs": {"memory": "10Gi"}})]
     r = pool(
-        rslice("s", devs, counter_sets=sets),
+        *counter_pool("s", devs, sets),
         claim("a", result("p")),
         claim("b", result("p", request="other")),
     )

@@ -1,7 +1,7 @@
 """One test per validation-error prefix of DESIGN §4."""
 
 import pytest
-from builders import DRIVER, claim, device, result, rslice
+from builders import DRIVER, claim, counter_pool, device, result, rslice
 from engine_helpers import pool, prefixes, states
 
 from draview.api.world import build_world
@@ -19,21 +19,21 @@ def test_duplicate_device_is_an_allocator_error() -> None:
 
 def test_duplicate_counter_set() -> None:
     r = pool(
-        rslice("a", None, count=2, counter_sets=SETS),
-        rslice("b", [device("p", counters={"cs": {"memory": "1Gi"}})], count=2, counter_sets=SETS),
+        rslice("a", None, count=3, counter_sets=SETS),
+        *counter_pool("b", [device("p", counters={"cs": {"memory": "1Gi"}})], SETS, count=2),
     )
     assert "DuplicateCounterSet" in prefixes(r)
     assert states(r)["p"] == ("Unavailable", "PoolInvalid")
 
 
 def test_counter_set_not_found() -> None:
-    r = pool(rslice("a", [device("p", counters={"nope": {"memory": "1Gi"}})], counter_sets=SETS))
+    r = pool(*counter_pool("a", [device("p", counters={"nope": {"memory": "1Gi"}})], SETS))
     assert prefixes(r) == ["CounterSetNotFound"]
     assert states(r)["p"] == ("Unavailable", "PoolInvalid")
 
 
 def test_counter_not_found() -> None:
-    r = pool(rslice("a", [device("p", counters={"cs": {"cores": "1"}})], counter_sets=SETS))
+    r = pool(*counter_pool("a", [device("p", counters={"cs": {"cores": "1"}})], SETS))
     assert prefixes(r) == ["CounterNotFound"]
 
 
@@ -46,7 +46,7 @@ def test_invalid_quantity_is_recorded_not_raised(where: str) -> None:
         counters={"cs": {"memory": bad if where == "consumption" else "1Gi"}},
         capacity={"memory": bad if where == "capacity" else "1Gi"},
     )
-    r = pool(rslice("a", [dev], counter_sets=sets))
+    r = pool(*counter_pool("a", [dev], sets))
     assert "InvalidQuantity" in prefixes(r)
     assert states(r)["p"] == ("Unavailable", "PoolInvalid")
 
@@ -83,7 +83,7 @@ def test_counter_overcommitted() -> None:
         device("a", counters={"cs": {"memory": "30Gi"}}),
         device("b", counters={"cs": {"memory": "30Gi"}}),
     ]
-    r = pool(rslice("s", devs, counter_sets=SETS), claim("c", result("a"), result("b")))
+    r = pool(*counter_pool("s", devs, SETS), claim("c", result("a"), result("b")))
     assert prefixes(r) == ["CounterOvercommitted"]
     assert r.status["counterSets"][0]["counters"]["memory"]["available"] == "-20Gi"
 

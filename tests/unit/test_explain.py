@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import DRIVER, claim, device, result, rslice, taint_rule, world
+from builders import DRIVER, claim, counter_pool, device, result, rslice, taint_rule, world
 
 from draview.api.claims import ResourceClaim
 from draview.engine.model import EngineOptions
@@ -185,14 +185,14 @@ def test_node_reach(setup: Any) -> None:
 def test_taint_rule_and_counters() -> None:
     w = world(
         CLASS,
-        rslice(
+        *counter_pool(
             "s",
             [
                 device("big", counters={"cs": {"mem": "8Gi"}}),
                 device("small-0", counters={"cs": {"mem": "4Gi"}}),
                 device("small-1", counters={"cs": {"mem": "4Gi"}}),
             ],
-            counter_sets={"cs": {"mem": "8Gi"}},
+            {"cs": {"mem": "8Gi"}},
         ),
         claim("c", result("small-0")),
         taint_rule("r", device="small-1"),

@@ -33,6 +33,10 @@ class FlatSlice:
     # `uncounted`).
     ignored: str | None = None
     uncounted: bool = False
+    # The profile's buildPool reads the slice for its counter sets only: from 1.35 with
+    # partitionable devices on, a slice holding sharedCounters is a counter-set slice and
+    # its devices (a 1.34 layout kept through an upgrade) are never allocated.
+    counters_only: bool = False
 
 
 def _missing(slice_name: str, what: str, owner: str, ref: str) -> str:

@@ -62,6 +62,7 @@ _NEVER_LOOKED_AT = frozenset(
         "Unreachable",
         "PartitionableDevicesDisabled",
         "CompatibilityGroupsDisabled",
+        "SliceHoldsCounterSets",
     }
 )
 

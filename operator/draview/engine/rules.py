@@ -40,6 +40,7 @@ class Rules:
     shares_skip_counter_check: bool = True
     empty_shares_stay: bool = False
     unpartitioned_skips_counter_slices: bool = True
+    counter_slices_hold_no_devices: bool = True
     capacity_recheck_own_device: bool = True
     shares_debit_once: bool = False
     shares_debit_counters: bool = True
@@ -172,6 +173,14 @@ TABLE: Final[dict[str, tuple[str, str, str]]] = {
         "with partitionable devices off GatherPools skips slices with sharedCounters",
         "1.35+ (1.34 skips only slices with perDeviceNodeSelection)",
         "structured/internal/*/pools_*.go: GatherPools",
+    ),
+    "counter_slices_hold_no_devices": (
+        "with partitionable devices on, a slice with sharedCounters is read for its "
+        "counter sets only: devices beside them (1.34's layout, which a 1.35+ API server "
+        "no longer accepts but keeps through an upgrade) are never allocated, nor checked "
+        "for duplicate names",
+        "1.35+ (1.34 keeps counter sets beside devices in one slice)",
+        "structured/internal/*/pools_*.go: buildPool (counterSetSlices, deviceSlices)",
     ),
     "capacity_recheck_own_device": (
         "allocateDevice checks the request against the capacity of the device it takes",
@@ -339,6 +348,7 @@ def rules_for(profile: Profile) -> Rules:
         shares_skip_counter_check=profile.release != "1.34",
         empty_shares_stay=profile.release == "1.35" and experimental,
         unpartitioned_skips_counter_slices=profile.release != "1.34",
+        counter_slices_hold_no_devices=profile.release != "1.34",
         capacity_recheck_own_device=profile.release != "1.34"
         or not profile.gate("DRAConsumableCapacity"),
         all_mode_static_capacity=profile.release == "1.37",
@@ -444,7 +454,13 @@ def project(fs: FlatSlice, rules: Rules) -> FlatSlice:
         ignored = "PartitionableDevicesDisabled"
     elif groups and rules.compatibility_groups_skip_slices:
         ignored = "CompatibilityGroupsDisabled"
-    if not (drop_taints or drop_sharing or drop_groups or ignored):
+    counters_only = bool(
+        rules.partitionable
+        and rules.counter_slices_hold_no_devices
+        and fs.counter_sets
+        and fs.devices
+    )
+    if not (drop_taints or drop_sharing or drop_groups or ignored or counters_only):
         return fs
     devices = fs.devices
     if drop_taints or drop_sharing or drop_groups:
@@ -461,7 +477,9 @@ def project(fs: FlatSlice, rules: Rules) -> FlatSlice:
         )
     # Slices skipped for their compatibility groups are filtered out of the count too.
     uncounted = ignored == "CompatibilityGroupsDisabled"
-    return FlatSlice(fs.slice, devices, fs.counter_sets, fs.errors, ignored, uncounted)
+    return FlatSlice(
+        fs.slice, devices, fs.counter_sets, fs.errors, ignored, uncounted, counters_only
+    )
 
 
 def _uses_groups(fs: FlatSlice) -> bool:

@@ -101,20 +101,26 @@ def parse_pool(
     for fs in counter_slices:
         parser.counter_sets(fs)
     for fs in counter_slices if device_slices is None else device_slices:
-        for dev in fs.devices:
+        for dev in _allocatable(fs):
             parser.device(fs.slice.name, dev)
     p = parser.pool
     for fs in other_slices:
         # Not the node's own devices: the allocator checks only what they consume.
-        for dev in fs.devices:
+        for dev in _allocatable(fs):
             debits = parser.debits(dev)
             if debits:
                 p.counted.append((dev.name, debits))
     mine = counter_slices if device_slices is None else device_slices
-    devices = [d for fs in (*mine, *other_slices) for d in fs.devices if d.consumes_counters]
+    devices = [d for fs in (*mine, *other_slices) for d in _allocatable(fs) if d.consumes_counters]
     if declares_groups(d.consumes_counters for d in devices):
         p.group_uses = [(d.name, uses_of(d.consumes_counters)) for d in devices]
     return p
+
+
+def _allocatable(fs: FlatSlice) -> tuple[Device, ...]:
+    """The slice's devices as buildPool sees them: none in a counter-set slice from 1.35
+    (FlatSlice.counters_only)."""
+    return () if fs.counters_only else fs.devices
 
 
 class _ByMap(Generic[V]):

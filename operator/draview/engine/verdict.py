@@ -42,8 +42,12 @@ RANKS = {
     "OptionalNodeOperationsDisabled": 11,
     "CompatibilityGroupsDisabled": 11,
     "PartitionableDevicesDisabled": 11,
+    "SliceHoldsCounterSets": 11,
 }
 Verdict = tuple[str, str | None]
+# The reason of a device the allocator never looks at, its slice holding counter sets
+# (FlatSlice.counters_only).
+COUNTERS_ONLY = "SliceHoldsCounterSets"
 FreeView = tuple[set[tuple[int, int]], Mapping[CounterKey, int], Mapping[str, Intersection] | None]
 _YES: Verdict = ("yes", None)
 _KIND_REASON = {
@@ -268,6 +272,7 @@ def judge(
     if run.per_count:
         _settle(run.best, run.per_count, first_choices([v.first for v in views]))
     ignored = {i: fs.ignored for i, fs in enumerate(flat) if fs.ignored}
+    ignored.update((i, COUNTERS_ONLY) for i, fs in enumerate(flat) if fs.counters_only)
     return Judgement(run.best, run.free_by_view, run.stale, ignored, run.offers)
 
 

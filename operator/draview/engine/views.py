@@ -199,9 +199,13 @@ class Parser:
         flat: Sequence[FlatSlice], view: Sequence[int], others: Sequence[int] = ()
     ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         counters = tuple(i for i in view if flat[i].counter_sets)
-        # A slice with both devices and counter sets cannot come from a 1.35+ API server;
-        # offline input may have them, and draview reads them as both.
-        devices = tuple(i for i in view if flat[i].devices or not flat[i].counter_sets)
+        # A slice with both devices and counter sets is 1.34's layout: there it is both;
+        # from 1.35 its devices are never allocated (FlatSlice.counters_only).
+        devices = tuple(
+            i
+            for i in view
+            if (flat[i].devices and not flat[i].counters_only) or not flat[i].counter_sets
+        )
         return counters, devices, tuple(others)
 
     def seed(self, view: Sequence[int], parsed: ParsedPool) -> None:
@@ -297,7 +301,7 @@ def _view(
     targets: list[tuple[int, int]] = []
     for i in view:
         fs = flat[i]
-        if fs.counter_sets and not fs.devices:
+        if fs.counter_sets and (not fs.devices or fs.counters_only):
             continue
         per_device = fs.slice.per_device_node_selection and not _has_fields(fs)
         targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
