@@ -125,6 +125,16 @@ def claim(name: str, *results: dict[str, Any], namespace: str = "default") -> di
     return obj
 
 
+def device_class(name: str = DRIVER, driver: str = DRIVER) -> dict[str, Any]:
+    """A DeviceClass selecting every device of `driver`."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]},
+    }
+
+
 def taint_rule(name: str, effect: str = "NoSchedule", **selector: str) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1alpha3",

@@ -6,7 +6,7 @@ for 1.34."""
 
 from __future__ import annotations
 
-from builders import DRIVER, claim, device, result, rslice, world
+from builders import claim, device, device_class, result, rslice, world
 from engine_helpers import pool, states
 
 from draview.api.claims import ResourceClaim
@@ -17,12 +17,7 @@ from draview.explain.allocatable import FITS, UNSCHEDULABLE, allocatable
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
 CLASS_NAME = "gpu.example.com"
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": CLASS_NAME},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class(CLASS_NAME)
 
 
 def _pool() -> tuple[dict[str, object], ...]:

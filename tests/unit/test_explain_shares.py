@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import DRIVER, device, rslice, world
+from builders import DRIVER, device, device_class, rslice, world
 
 from draview.api.claims import ResourceClaim
 from draview.engine.model import EngineOptions
@@ -15,12 +15,7 @@ from draview.engine.profile import Profile, all_gates_on
 from draview.engine.world import compute_world
 from draview.explain.allocatable import FITS, UNSCHEDULABLE, allocatable
 
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "nic.example.com"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class("nic.example.com")
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
 
 
