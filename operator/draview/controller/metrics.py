@@ -178,7 +178,6 @@ REGISTRY.register(POOLS)
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=4096)
 def _num(text: str) -> float:
     # Pools repeat a few quantities ("40Gi", "7", "0") thousands of times.
     return float(parse_quantity(text).as_fraction())
