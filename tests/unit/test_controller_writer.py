@@ -11,10 +11,11 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.controller import metrics
-from draview.controller.known import Known
+from draview.controller.known import Known, canonical, left_out_bytes
 from draview.controller.kube import Plain
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.writer import FIELD_MANAGER, MERGE, Writer, _send
+from draview.engine.budget import object_bytes
 
 OBJ: dict[str, Any] = {
     "apiVersion": "draview.io/v1alpha1",
@@ -108,6 +109,38 @@ async def test_an_object_over_the_byte_budget_is_written_shortened() -> None:
     # What it remembers is what it wrote: the same object again is not written twice.
     await writer.put(big)
     assert len(api.calls) == 2
+
+
+async def test_an_object_of_other_than_ascii_is_measured_as_it_will_be_sent() -> None:
+    # json.dumps sends "é" as six bytes where the remembered UTF-8 text holds two: the
+    # twice-the-compact-size bound does not hold, so this object is measured and cut.
+    allocs = [{"claimName": f"claim-{i:03d}", "request": "é" * 30} for i in range(40)]
+    device = {"name": "gpu-0", "allocations": allocs, "allocationCount": len(allocs)}
+    big = {**OBJ, "status": {"devices": [device]}}
+    compact = len(canonical(big)) + left_out_bytes(big)
+    budget = 2 * compact + 10
+    assert object_bytes(big) > budget
+    api = FakeApi()
+    writer = Writer(api, TokenBucket(1000, 1000), max_object_bytes=budget)  # type: ignore[arg-type]
+    await writer.put(big)
+    (written,) = [c[1]["status"]["devices"][0] for c in api.calls if "status" in c[0]]
+    assert written["allocationsTruncated"] is True and len(written["allocations"]) < 40
+
+
+async def test_the_servers_key_order_is_not_a_change() -> None:
+    # Go sorts map keys; ours keep the order they were built in. Equal values are not
+    # written again after a restart, and ours are kept for the next byte comparison.
+    ours = {**OBJ, "status": {"summary": {"totalDevices": 1, "allocatedDevices": 0}}}
+    key = ("resourcepoolstatuses", OBJ["metadata"]["name"])
+    served = json.loads(json.dumps({**ours, "metadata": {**OBJ["metadata"]}}, sort_keys=True))
+    api = PagedApi({"resourcepoolstatuses": [served]})
+    writer = Writer(api, TokenBucket(1000, 1000))  # type: ignore[arg-type]
+    await writer.load()
+    assert writer.known[key].data() != canonical(ours)
+    fake = FakeApi()
+    writer.api = fake  # type: ignore[assignment]
+    assert await writer.put(ours) is False
+    assert fake.calls == [] and writer.known[key].data() == canonical(ours)
 
 
 @pytest.mark.parametrize(

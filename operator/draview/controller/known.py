@@ -6,6 +6,12 @@ largest part of the operator's memory after the pools themselves: a MIG pool's s
 about 10 KB of dicts. Kept here as canonical JSON (keys sorted, so that the server's
 order and ours compare equal), compressed: a tenth of that, and an unchanged object is
 recognised by comparing bytes, without building a dict.
+
+The text is pydantic-core's encoding, a third of json.dumps's CPU (a sixth of the first
+full judgement went to encoding). It keeps each dict's own key order, so the same judged
+object is always the same bytes, but the server's copy (Go sorts map keys) may be spelled
+differently from ours: `Writer.put` then compares the two as values and, when they are
+equal, keeps ours, so a restart still writes nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import json
 import zlib
 from typing import Any
+
+from pydantic_core import to_json
 
 from draview.engine.model import PoolKey
 
@@ -31,11 +39,8 @@ def owned_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 def canonical(obj: dict[str, Any]) -> bytes:
     """What the writer remembers of an object (what `put` compares, nothing more), as
-    the bytes two equal objects share whatever their key order. Nothing draview writes
-    or reads back holds a cycle, so the encoder need not look for one."""
-    entry = {**owned_fields(obj), "status": obj.get("status") or {}}
-    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), check_circular=False)
-    return text.encode()
+    compact JSON in UTF-8, keys in the order the object holds them."""
+    return to_json({**owned_fields(obj), "status": obj.get("status") or {}})
 
 
 def left_out_bytes(obj: dict[str, Any]) -> int:
@@ -44,7 +49,7 @@ def left_out_bytes(obj: dict[str, Any]) -> int:
     meta = obj.get("metadata") or {}
     rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     rest["metadata"] = {k: v for k, v in meta.items() if k not in ("labels", "ownerReferences")}
-    return len(json.dumps(rest, separators=(",", ":")))
+    return len(to_json(rest))
 
 
 def pool_of(obj: dict[str, Any]) -> PoolKey | None:

@@ -258,7 +258,10 @@ class Writer:
         plural, name = key
         known = self.known.get(key)
         data = canonical(obj)
-        if not surely_fits(len(data) + left_out_bytes(obj), self.max_object_bytes):
+        # The bound holds for ASCII text; json.dumps escapes other characters (up to
+        # six bytes for one), so such an object is measured as it will be sent.
+        compact = len(data) + left_out_bytes(obj)
+        if not (data.isascii() and surely_fits(compact, self.max_object_bytes)):
             obj = fit_object(obj, self.max_object_bytes)
             data = canonical(obj)
         try:
@@ -286,8 +289,9 @@ class Writer:
                     )
                 patch = merge_diff(cur["status"], obj["status"])
                 if not patch and not main:
-                    # Equal but for how it is spelled (a null or an empty map the server
-                    # dropped): remember ours, so that the next comparison is of bytes.
+                    # Equal but for how it is spelled (key order: the server sorts keys;
+                    # a null or an empty map it dropped): remember ours, so that the next
+                    # comparison is of bytes.
                     self.known[key] = Known.of(obj, data)
                     return False
                 if patch:
