@@ -8,19 +8,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from builders import DRIVER, claim, device, rslice, taint_rule
+from builders import DRIVER, claim, device, device_class, rslice, taint_rule
 from test_controller_batches import RecordingWriter
 
 from draview.controller import explanations
 from draview.controller.core import Controller, Settings
 from draview.controller.events import PendingClaimExplainer
 
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "gpu.example.com"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 
 
 def wanting(name: str, count: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import DRIVER, claim, device, result, rslice, world
+from builders import claim, device, device_class, result, rslice, world
 from engine_helpers import pool, states
 
 from draview.api.claims import ResourceClaim
@@ -18,12 +18,7 @@ from draview.explain.allocatable import allocatable
 
 K135, K136 = all_gates_on("1.35"), all_gates_on("1.36")
 SET = "gpu-0-set"
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": DRIVER},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 
 
 def _counters(count: int, **counters: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import DRIVER, claim, device, result, rslice, world
+from builders import claim, device, device_class, result, rslice, world
 from engine_helpers import pool, states
 
 from draview.api.claims import ResourceClaim
@@ -22,12 +22,7 @@ from draview.quantity import parse_quantity
 K135, K136, K137 = make_profile("1.35"), make_profile("1.36"), make_profile("1.37")
 K137_ALL = all_gates_on("1.37")
 SET = "gpu-0-set"
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": DRIVER},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 
 
 def _cores(**policy: str) -> dict[str, Any]:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import DRIVER, claim, counter_pool, device, result, rslice, taint_rule, world
+from builders import (
+    DRIVER,
+    claim,
+    counter_pool,
+    device,
+    device_class,
+    result,
+    rslice,
+    taint_rule,
+    world,
+)
 
 from draview.api.claims import ResourceClaim
 from draview.engine.model import EngineOptions
@@ -13,12 +23,7 @@ from draview.engine.profile import DEFAULT, make_profile
 from draview.engine.world import compute_world
 from draview.explain import DeviceIndex, Explainer
 
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "gpu.example.com"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 BROKEN = {"key": "example.com/xid", "value": "79", "effect": "NoSchedule"}
 
 

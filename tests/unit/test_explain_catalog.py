@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import DRIVER, claim, device, result, rslice, taint_rule, world
+from builders import DRIVER, claim, device, device_class, result, rslice, taint_rule, world
 
 from draview.api.claims import ResourceClaim
 from draview.engine.pool import PoolResult
@@ -13,12 +13,7 @@ from draview.engine.world import compute_world
 from draview.explain import Catalog, Explainer
 from draview.explain.steps import finish
 
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "gpu.example.com"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 
 
 def pending(name: str, count: int = 1, **exactly: Any) -> ResourceClaim:

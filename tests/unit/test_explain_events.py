@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import DRIVER, claim, device, result, rslice, world
+from builders import claim, device, device_class, result, rslice, world
 
 from draview.api.claims import ResourceClaim
 from draview.controller.events import REASON, PendingClaimExplainer, event_body
 from draview.engine.world import compute_world
 
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "gpu.example.com"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import DRIVER, rslice, world
+from builders import device_class, rslice, world
 
 from draview.api.claims import ResourceClaim
 from draview.engine.model import EngineOptions
@@ -27,12 +27,7 @@ from draview.explain.orders import (
 )
 
 K135, K136 = make_profile("1.35"), make_profile("1.36")
-CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "gpu.example.com"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-}
+CLASS = device_class()
 A100 = "device.attributes['gpu.example.com'].model == 'A100'"
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
 
