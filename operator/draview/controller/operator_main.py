@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 from draview.controller import kube, metrics, watch
 from draview.controller.core import Controller, Settings
 from draview.controller.health import serve
-from draview.controller.informers import build_informers
+from draview.controller.informers import Informer, build_informers
 from draview.controller.kopf_wiring import start_kopf
 from draview.controller.leader import LeaderElector
 from draview.controller.lifecycle import chain_signals, shutdown, wait_for_stop
@@ -113,16 +113,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         loop.add_signal_handler(sig, stop.set)
     kopf_task = start_kopf(ctl.ingest, api, versions, stop)
     chain_signals(loop, stop)  # kopf replaces our handlers when it starts: chain them
-    tasks = [
-        asyncio.create_task(ctl.worker.run(cfg.settings.batch_interval), name="batches"),
-        asyncio.create_task(ctl.explanations.run(), name="explanations"),
-        asyncio.create_task(syncer.resync_loop(cfg.resync_interval), name="resync"),
-        asyncio.create_task(syncer.crd_probe_loop(), name="crd-probe"),
-        *(asyncio.create_task(i.run(), name=f"watch-{i.plural}") for i in informers),
-        kopf_task,
-    ]
-    # Watches start before the initial sync writes anything, so that changes made during
-    # a long first sync are seen at once rather than replayed after it.
+    tasks = [*_start_tasks(cfg, ctl, syncer, informers), kopf_task]
     if elector is not None:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
     else:
@@ -133,6 +124,21 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
     await shutdown(ctl, elector, [*tasks, *extra], cfg.shutdown_timeout)
     await runner.cleanup()
     return code
+
+
+def _start_tasks(
+    cfg: RunConfig, ctl: Controller, syncer: Syncer, informers: list[Informer]
+) -> list[asyncio.Task[None]]:
+    """The loops that run for the life of the process. Watches start before the initial
+    sync writes anything, so that changes made during a long first sync are seen at once
+    rather than replayed after it."""
+    return [
+        asyncio.create_task(ctl.worker.run(cfg.settings.batch_interval), name="batches"),
+        asyncio.create_task(ctl.explanations.run(), name="explanations"),
+        asyncio.create_task(syncer.resync_loop(cfg.resync_interval), name="resync"),
+        asyncio.create_task(syncer.crd_probe_loop(), name="crd-probe"),
+        *(asyncio.create_task(i.run(), name=f"watch-{i.plural}") for i in informers),
+    ]
 
 
 def _elector(api: client.ApiClient, cfg: RunConfig, syncer: Syncer) -> LeaderElector:
