@@ -2,6 +2,7 @@
 
     python bench/fidelity/run.py --worlds 10000 [--start 0] [--json out.json [--resume]]
         [--kubernetes-version 1.35 [--all-gates]]
+    python bench/fidelity/run.py --merge first.json second.json ... --json out.json
 
 Every device of every world (tests/fidelity/worldgen.py) is probed with the allocator
 library (e2e/oracle) and compared with draview's state; devices whose answer depends on
@@ -11,7 +12,9 @@ A 10,000-world run of a slow profile takes hours on a small machine, so `--json`
 rewritten after every batch (`complete: false` until the end) and `--resume` carries on
 from its `next_seed`. The file records a hash of the code that decides the answers
 (engine, generator, harness, oracle): a resume on other code is refused, since its sums
-would mix two engines.
+would mix two engines. For the same reason `--merge` joins only runs of one profile and
+one hash whose seeds follow on from each other (a run's seeds split over processes or
+machines, each with `--start` and `--worlds`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import sys
 import time
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +106,60 @@ def resumed(path: Path, label: str, code: str, claims: bool) -> dict[str, Any]:
     return prior
 
 
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run out of runs that cover consecutive seeds: every part but the last may have
+    been stopped early, where the next one starts. ValueError says why they do not join."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    parts = sorted(parts, key=lambda p: int(p["first_seed"]))
+    head = parts[0]
+    for key in ("profile", "allocator", "code", "with_claims"):
+        if any(p.get(key) != head.get(key) for p in parts):
+            raise ValueError(
+                f"the runs differ in {key}: {sorted({str(p.get(key)) for p in parts})}"
+            )
+    for before, after in pairwise(parts):
+        if before["next_seed"] != after["first_seed"]:
+            raise ValueError(
+                f"seeds do not follow on: one run stops at {before['next_seed']}, "
+                f"the next starts at {after['first_seed']}"
+            )
+    tail = parts[-1]
+    totals: Counter[str] = Counter()
+    states: Counter[str] = Counter()
+    for part in parts:
+        totals.update({k: v for k, v in part.items() if isinstance(v, int) and k in COUNTS})
+        states.update(part["states"])
+    return {
+        "profile": head["profile"],
+        "allocator": head["allocator"],
+        **totals,
+        "seconds": round(sum(p["seconds"] for p in parts), 1),
+        "complete": tail["next_seed"] >= tail["end_seed"],
+        "first_seed": head["first_seed"],
+        "next_seed": tail["next_seed"],
+        "end_seed": tail["end_seed"],
+        "code": head["code"],
+        "with_claims": head["with_claims"],
+        "states": dict(states.most_common()),
+        "examples": [e for p in parts for e in p["examples"]],
+        "undecided_seeds": [s for p in parts for s in p.get("undecided_seeds", [])],
+        "parts": [[p["first_seed"], p["next_seed"], p["seconds"]] for p in parts],
+    }
+
+
+def merge_files(paths: list[Path], out: Path) -> int:
+    try:
+        parts = [json.loads(path.read_text()) for path in paths]
+        whole = merged(parts)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"run.py: --merge: {exc}", file=sys.stderr)
+        return 2
+    write(out, whole)
+    print(json.dumps(whole, indent=2))
+    return 1 if sum(whole.get(k, 0) for k in DISAGREEMENTS) else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", type=int, default=10_000)
@@ -119,7 +177,18 @@ def main() -> int:
     ap.add_argument(
         "--all-gates", action="store_true", help="with every DRA gate on, not the defaults"
     )
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="join the --json files of runs over consecutive seeds into --json",
+    )
     args = ap.parse_args()
+    if args.merge:
+        if not args.json:
+            ap.error("--merge needs --json")
+        return merge_files(args.merge, args.json)
     if args.kubernetes_version:
         release = parse_release(args.kubernetes_version)
         profile = all_gates_on(release) if args.all_gates else make_profile(release)
