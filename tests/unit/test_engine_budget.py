@@ -12,6 +12,7 @@ from draview.engine.budget import (
     DEFAULT_MAX_OBJECT_BYTES,
     cap_errors,
     fit_object,
+    fits,
     object_bytes,
     surely_fits,
 )
@@ -119,3 +120,18 @@ def test_what_surely_fits_by_its_compact_size_fits(value: Any) -> None:
     tightest = 2 * compact  # the smallest budget the bound lets this value through
     assert surely_fits(compact, tightest) and not surely_fits(compact, tightest - 1)
     assert object_bytes(value) <= tightest
+
+
+@given(JSON_VALUES, st.integers(-3, 3))
+def test_fits_agrees_with_the_request_bodys_size(value: Any, slack: int) -> None:
+    """The quick answer (pydantic-core's compact text, twice over) never lets through
+    what the client's encoding would take past the budget, at any budget."""
+    size = object_bytes(value)
+    for budget in (size + slack, 2 * len(json.dumps(value, separators=(",", ":"))) + slack):
+        assert fits(value, budget) == (size <= budget)
+
+
+def test_text_of_no_utf_8_is_measured_as_the_client_escapes_it() -> None:
+    value = {"name": "gpu-\ud800"}  # a lone surrogate, as json.loads reads its escape
+    size = object_bytes(value)
+    assert fits(value, size) and not fits(value, size - 1)
