@@ -47,8 +47,8 @@ def fits(obj: Any, max_bytes: int) -> bool:
     try:
         compact = to_json(obj)
     except PydanticSerializationError:
-        return object_bytes(obj) <= max_bytes
-    if compact.isascii() and surely_fits(len(compact), max_bytes):
+        compact = None
+    if compact is not None and compact.isascii() and surely_fits(len(compact), max_bytes):
         return True
     return object_bytes(obj) <= max_bytes
 
