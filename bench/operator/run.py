@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import functools
 import json
 import math
@@ -430,7 +431,9 @@ class Operator:
         log(f"operator: {' '.join(cmd[1:])}")
         env = {**os.environ, "KUBECONFIG": self.kubeconfig}
         with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
+            )
         self.started = time.monotonic()
 
     def alive(self) -> bool:
@@ -497,6 +500,14 @@ class Operator:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return self.proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In the operator's process before it runs: SIGTERM it when the bench exits, however
+    the bench ends (a bench killed mid-run once left its operator writing into the next
+    run's world)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -850,11 +861,79 @@ def write_floor(conv: dict[str, Any], extra: list[str]) -> dict[str, Any]:
     return out
 
 
+async def drained(op: Operator, session: aiohttp.ClientSession, limit: float) -> dict[str, Any]:
+    """Wait until the operator has written everything it judged: no pool queued, no
+    object waiting or in flight at the writer, and the write counter still for three
+    scrapes in a row. Stopping it earlier would leave writes for its successor, which
+    would then not be the restart's own."""
+    t0 = time.monotonic()
+    last, still = -1.0, 0
+    while time.monotonic() - t0 < limit:
+        m = await op.metrics(session)
+        writes = metric_sum(m, "draview_api_writes_total")
+        idle = (
+            metric_sum(m, "workqueue_depth") == 0 and metric_sum(m, "draview_writes_pending") == 0
+        )
+        still = still + 1 if idle and writes == last else 0
+        last = writes
+        if still >= 3:
+            return {"drained": True, "seconds": round(time.monotonic() - t0, 1), "writes": writes}
+        await asyncio.sleep(1)
+    return {"drained": False, "seconds": round(time.monotonic() - t0, 1), "writes": last}
+
+
+async def our_objects(k: Kube) -> dict[tuple[str, str], tuple[str, str]]:
+    """(plural, name) -> (resourceVersion, status as JSON) of every draview object."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for plural in ("resourceslicestatuses", "resourcepoolstatuses"):
+        cont = None
+        while True:
+            kw: dict[str, Any] = {"limit": 2000}
+            if cont:
+                kw["_continue"] = cont
+            lst = await k.co.list_cluster_custom_object(*OURS, plural, **kw)
+            for o in lst.get("items", []):
+                md = o["metadata"]
+                out[(plural, md["name"])] = (
+                    md["resourceVersion"],
+                    json.dumps(o.get("status"), sort_keys=True),
+                )
+            cont = lst["metadata"].get("continue")
+            if not cont:
+                break
+    return out
+
+
+def differences(a: Any, b: Any, path: str = "status") -> list[str]:
+    """Paths where two JSON values differ, with both values (short)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b)):
+            out += differences(a.get(key), b.get(key), f"{path}.{key}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out += differences(x, y, f"{path}[{i}]")
+        return out
+    return [] if a == b else [f"{path}: {json.dumps(a)[:200]} -> {json.dumps(b)[:200]}"]
+
+
 async def restart(
-    op: Operator, session: aiohttp.ClientSession, settle: float, window: float, limit: float
+    k: Kube,
+    op: Operator,
+    session: aiohttp.ClientSession,
+    settle: float,
+    window: float,
+    limit: float,
 ) -> dict[str, Any]:
-    """Stop the operator and start it again on the unchanged world: the new process must
-    recognise every object it finds as what it would write, and write nothing."""
+    """Stop the operator once it has written everything, and start it again on the
+    unchanged world: the new process must recognise every object it finds as what it
+    would write, and write nothing. Objects it rewrote anyway are listed with what
+    changed in them."""
+    drain = await drained(op, session, limit)
+    log(f"drained before the restart: {drain}")
+    before = await our_objects(k)
     op.stop()
     op.scrapes.clear()
     op.start()
@@ -868,10 +947,22 @@ async def restart(
         await asyncio.sleep(0.2)
     await asyncio.sleep(settle + window)
     m = await op.metrics(session)
+    after = await our_objects(k)
+    changed = sorted(key for key, (rv, _) in after.items() if before.get(key, ("",))[0] != rv)
+    examples = {
+        f"{plural}/{name}": differences(
+            json.loads(before[(plural, name)][1]) if (plural, name) in before else None,
+            json.loads(after[(plural, name)][1]),
+        )[:10]
+        for plural, name in changed[:5]
+    }
     return {
+        "drained_before": drain,
         "ready_seconds": ready,
         "writes": metric_sum(m, "draview_api_writes_total"),
         "writes_by_label": writes_by_label(m),
+        "objects_changed": len(changed),
+        "changed_examples": examples,
         "after_ready_seconds": settle + window,
         "peak_rss_mib": op.mem().get("VmHWM"),
         "operator_cpu_seconds": op.cpu(),
@@ -970,7 +1061,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             res["final_peak_rss_mib"] = op.mem().get("VmHWM")
             if args.restart and not args.skip_after:
                 res["restart"] = await restart(
-                    op, session, args.settle, args.window, args.converge_timeout
+                    k, op, session, args.settle, args.window, args.converge_timeout
                 )
                 log(f"restart: {res['restart']}")
             res["metrics_scrape_seconds"] = {

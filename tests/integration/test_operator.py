@@ -221,6 +221,9 @@ def test_restart_with_an_unchanged_world_writes_nothing(
         try:
             second.wait_ready()
             assert second.metric("draview_api_writes_total") == 0, second.logs()
+            # Nothing handed to the writer is left: the gauge a restart waits on.
+            _, text = second.get("/metrics")
+            assert "\ndraview_writes_pending 0.0\n" in text, text
         finally:
             assert second.stop() == 0
     finally:

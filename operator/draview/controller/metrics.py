@@ -33,6 +33,12 @@ SYNC_TOTAL = Counter(
     "dra_resourceslice_status_controller_sync_total", "Batches the controller computed"
 )
 QUEUE_DEPTH = Gauge("workqueue_depth", "Pools waiting to be recomputed", ["name"])
+# Read from the writer's queue at scrape time (set_function, in the composition root):
+# with workqueue_depth 0 it says everything judged is written, e.g. before a restart.
+WRITES_PENDING = Gauge(
+    "draview_writes_pending",
+    "Status objects handed to the writer and not yet written: waiting or in flight",
+)
 STALENESS = Gauge(
     "dra_resourceslice_status_staleness_seconds",
     "Age of the oldest change not yet reflected in status (0 when up to date)",

@@ -91,6 +91,7 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         # The fence: no write starts unless this replica provably still leads.
         may_write=lambda: elector is None or elector.may_write(),
     )
+    metrics.WRITES_PENDING.set_function(lambda: len(writer.queue))
     ctl = Controller(writer, cfg.settings, *event_posters(api, cfg.identity, versions))
     ctl.reconciler.nodes_watched = "nodes" in versions
     node_status = reads_node_status(profile)
