@@ -55,7 +55,10 @@ class FakeApi:
             self.calls.append((method, args[-1], kw))
             queue = self.script.get(method, [])
             status = queue.pop(0) if queue else (201 if method.startswith("create") else 200)
-            body = {"metadata": {"name": OBJ["metadata"]["name"], "resourceVersion": "42"}}
+            # Each answer a newer version, the first 42: which one a request carried
+            # says which answer it was written after.
+            version = str(41 + len(self.calls))
+            body = {"metadata": {"name": OBJ["metadata"]["name"], "resourceVersion": version}}
             resp = _Response(status, json.dumps(body).encode())
             self.responses.append(resp)
             return resp

@@ -59,18 +59,24 @@ def pool_of(obj: dict[str, Any]) -> PoolKey | None:
 
 
 class Known:
-    __slots__ = ("_blob", "pool")
+    __slots__ = ("_blob", "pool", "version")
 
-    def __init__(self, data: bytes, pool: PoolKey | None) -> None:
+    def __init__(self, data: bytes, pool: PoolKey | None, version: str | None = None) -> None:
         self._blob = zlib.compress(data, 1)
         # The pool the object belongs to (None if the server's copy names none): which
         # objects a pool that failed to compute may still own.
         self.pool = pool
+        # The resourceVersion the server gave it when we last wrote or listed it (None:
+        # unknown). The next status is then a replace at that version, cheaper for the
+        # API server than a merge patch; a 409 means someone else wrote since.
+        self.version = version
 
     @classmethod
-    def of(cls, obj: dict[str, Any], data: bytes | None = None) -> Known:
+    def of(
+        cls, obj: dict[str, Any], data: bytes | None = None, version: str | None = None
+    ) -> Known:
         """`data`: the object's canonical() bytes, when the caller has them already."""
-        return cls(canonical(obj) if data is None else data, pool_of(obj))
+        return cls(canonical(obj) if data is None else data, pool_of(obj), version)
 
     def data(self) -> bytes:
         return zlib.decompress(self._blob)
