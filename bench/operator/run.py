@@ -1054,9 +1054,18 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 res["steady"] = await steady(op, session, args.settle, args.window)
                 log(f"steady: {res['steady']}")
                 if args.changes:
+                    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
                     res["churn"] = await churn(
                         k, op, session, w, allocs, args.changes, args.spacing, args.seed, 60
                     )
+                    # The API server's CPU for the churn: the bench's own claim writes
+                    # (the same in every run of a seed) and the operator's status writes.
+                    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                    res["churn"]["control_plane_cpu_seconds"] = {
+                        name: round(after - before, 1)
+                        for name, after in cpu.items()
+                        if after is not None and (before := cpu0.get(name)) is not None
+                    }
                     log(f"churn: {res['churn']}")
             res["final_peak_rss_mib"] = op.mem().get("VmHWM")
             if args.restart and not args.skip_after:
