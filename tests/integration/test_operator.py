@@ -83,6 +83,40 @@ def test_claim_allocated_then_deleted(
         crds.delete("resourceslice", name)
 
 
+def test_a_status_another_writer_touched_is_still_written(
+    operator: Operator, crds: KubeCluster, kube_namespace: str
+) -> None:
+    """A changed status is replaced at the resourceVersion the operator last saw. Once
+    someone else has written the object, the API server refuses that (409) and the
+    operator writes the change by merge patch instead: nothing lost, nothing of theirs
+    undone."""
+    pool, name = uniq("pool"), uniq("slice")
+    crds.create(rslice(name, pool, [{"name": "gpu-0"}, {"name": "gpu-1"}]))
+    try:
+        wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Available", None)})
+        crds.check("label", "resourceslicestatus", name, "example.com/touched=yes")
+
+        def writes(verb: str, kind: str) -> float:
+            return operator.metric("draview_api_writes_total", verb=verb, kind=kind)
+
+        patches = writes("patch", "resourceslicestatuses")
+        pool_updates = writes("update", "resourcepoolstatuses")
+        allocate(crds, kube_namespace, "c1", pool, "gpu-1")
+        wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Allocated", None)})
+        # The slice's status by merge patch after the refused replace; the pool's, which
+        # nobody else touched, replaced at the version the operator knew.
+        assert writes("patch", "resourceslicestatuses") == patches + 1, operator.logs()
+        crds.wait_for(
+            "the pool status replaced",
+            lambda: writes("update", "resourcepoolstatuses") == pool_updates + 1,
+            timeout=30,
+        )
+        obj = slice_status(crds, name)
+        assert obj is not None and obj["metadata"]["labels"]["example.com/touched"] == "yes"
+    finally:
+        crds.delete("resourceslice", name)
+
+
 def test_partitionable_pool_across_slices(
     operator: Operator, crds: KubeCluster, kube_namespace: str
 ) -> None:
