@@ -202,8 +202,7 @@ class _PoolComputation:
         """1.34: invalid pools that nodes gather refuse devices of every pool."""
         prepared = self.prepared
         self.aborts = NO_ABORTS if prepared.rules.invalid_pool_is_node_local else aborts
-        last = prepared.rules.binding_pools_last
-        self.tiers = [int(last and binding_view(v, prepared.flat)) for v in prepared.views]
+        self.tiers = prepared.tiers
         settle(self.judgement.verdicts, self.judgement.offers, self.tiers, self.aborts)
 
     def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
@@ -321,6 +320,9 @@ class PreparedPool:
     bystander_first: tuple[tuple[int, int], ...]
     slice_errors: tuple[str, ...]
     node_views: NodeViews  # the ConsistentAcrossNodes condition, but for its times
+    # Per view: 1 where 1.34's GatherPools puts the pool last (binding conditions), else
+    # 0 (rules.binding_pools_last); slices only, so not walked again on a claim change.
+    tiers: tuple[int, ...]
     rules: Rules = DEFAULT_RULES  # the profile's rules the slices were read with
 
     def serves(
@@ -388,6 +390,7 @@ def prepare_pool(
         by_first,
         tuple(other),
         summarize(views, flat, unreachable_devices(views, flat, len(current))),
+        tuple(int(rules.binding_pools_last and binding_view(v, flat)) for v in views),
         rules,
     )
 
