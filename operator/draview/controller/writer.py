@@ -147,11 +147,10 @@ class Writer:
                 for item in page:
                     key = (plural, item["metadata"]["name"])
                     data = canonical(item)
-                    version = item["metadata"].get("resourceVersion")
                     before = self.known.get(key)
                     if before is None or before.data() != data:
-                        before = Known.of(item, data, version)
-                    before.version = version
+                        before = Known.of(item, data)
+                    before.version = item["metadata"].get("resourceVersion")
                     known[key] = before
         self.known = known
 
