@@ -202,8 +202,7 @@ class _PoolComputation:
         """1.34: invalid pools that nodes gather refuse devices of every pool."""
         prepared = self.prepared
         self.aborts = NO_ABORTS if prepared.rules.invalid_pool_is_node_local else aborts
-        self.tiers = prepared.tiers
-        settle(self.judgement.verdicts, self.judgement.offers, self.tiers, self.aborts)
+        settle(self.judgement.verdicts, self.judgement.offers, prepared.tiers, self.aborts)
 
     def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
         # The view of almost every pool is its newest slices, already counted above
@@ -612,7 +611,7 @@ def _partitions(
     if comp.aborts:
         judged = comp.judgement
         aborted_partitions(
-            parts, key[0], inputs, judged.offers, comp.tiers, judged.verdicts, comp.aborts
+            parts, key[0], inputs, judged.offers, comp.prepared.tiers, judged.verdicts, comp.aborts
         )
     return parts
 
