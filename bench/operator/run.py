@@ -520,6 +520,19 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def processes_cpu(pids: dict[str, int]) -> dict[str, float | None]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def cpu_since(before: dict[str, float | None], pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds each process used since `before` (processes_cpu), to 0.1 s."""
+    return {
+        name: round(now - then, 1)
+        for name, now in processes_cpu(pids).items()
+        if now is not None and (then := before.get(name)) is not None
+    }
+
+
 def control_plane_pids(kubeconfig: str) -> dict[str, int]:
     """The local control plane's processes: e2e/cluster writes their pid files next to
     the kubeconfig. Empty for any other cluster."""
@@ -1031,19 +1044,14 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         await delete_status_objects(k)
         res["calibration_seconds"] = calibrate()
         pids = control_plane_pids(kubeconfig)
-        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        cpu0 = processes_cpu(pids)
         async with aiohttp.ClientSession() as session:
             res["convergence"] = conv = await converge(
                 k, op, session, w, allocs, args.converge_timeout, args.scrape_interval
             )
             # CPU of each process while the operator converged: on a shared machine the
             # API server's share bounds the operator's write rate.
-            cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
-            conv["control_plane_cpu_seconds"] = {
-                name: round(after - before, 1)
-                for name, after in cpu.items()
-                if after is not None and (before := cpu0.get(name)) is not None
-            }
+            conv["control_plane_cpu_seconds"] = cpu_since(cpu0, pids)
             conv.update(write_floor(conv, op.extra))
             if conv["convergence_seconds"] is not None:
                 conv["convergence_per_calibration"] = round(
@@ -1054,18 +1062,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 res["steady"] = await steady(op, session, args.settle, args.window)
                 log(f"steady: {res['steady']}")
                 if args.changes:
-                    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                    cpu0 = processes_cpu(pids)
                     res["churn"] = await churn(
                         k, op, session, w, allocs, args.changes, args.spacing, args.seed, 60
                     )
                     # The API server's CPU for the churn: the bench's own claim writes
                     # (the same in every run of a seed) and the operator's status writes.
-                    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                    res["churn"]["control_plane_cpu_seconds"] = {
-                        name: round(after - before, 1)
-                        for name, after in cpu.items()
-                        if after is not None and (before := cpu0.get(name)) is not None
-                    }
+                    res["churn"]["control_plane_cpu_seconds"] = cpu_since(cpu0, pids)
                     log(f"churn: {res['churn']}")
             res["final_peak_rss_mib"] = op.mem().get("VmHWM")
             if args.restart and not args.skip_after:
