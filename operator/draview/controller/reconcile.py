@@ -11,7 +11,6 @@ import asyncio
 import logging
 import pickle
 import time
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -22,6 +21,7 @@ from draview.api.status import Condition, PoolStatusBody
 from draview.api.taints import DeviceTaintRule
 from draview.controller import metrics
 from draview.controller.nodes import NodeIndex
+from draview.controller.packing import Packer
 from draview.controller.store import Store
 from draview.controller.writequeue import ObjKey
 from draview.controller.writer import Writer, obj_key
@@ -36,6 +36,8 @@ log = logging.getLogger("draview.controller")
 
 # Pools judged between two yields to the event loop (about 0.1 s of CPU at most).
 COMPUTE_STEP = 50
+# The pickled status bodies explanations read (_Packed): a dictionary of their own.
+_BODIES = Packer()
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,10 @@ class _Packed:
     def of(cls, result: PoolResult) -> _Packed:
         bodies = (result.status, [sr.status for sr in result.slices])
         data = pickle.dumps(bodies, protocol=pickle.HIGHEST_PROTOCOL)
-        return cls(tuple(sr.slice for sr in result.slices), zlib.compress(data, 1))
+        return cls(tuple(sr.slice for sr in result.slices), _BODIES.pack(data))
 
     def unpack(self, lean: PoolResult) -> PoolResult:
-        status, statuses = pickle.loads(zlib.decompress(self.blob))
+        status, statuses = pickle.loads(_BODIES.unpack(self.blob))
         slices = [SliceResult(s, st) for s, st in zip(self.slices, statuses, strict=True)]
         return replace(lean, status=status, slices=slices)
 
