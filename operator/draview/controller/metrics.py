@@ -6,10 +6,12 @@ device or claim name.
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from collections.abc import Iterator
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -100,14 +102,15 @@ class PoolSeries:
         self.states = _shared(tuple(result.states))
         self.counts = tuple(result.states.values())
         names: list[tuple[str, str]] = []
-        values = array("d")
-        for cs in status.get("counterSets", []):
-            for name, usage in cs["counters"].items():
-                names.append((cs["name"], name))
-                values.extend(
-                    _num(q) for q in (usage["total"], usage["consumed"], usage["available"])
-                )
-        self.counters, self.counter_values = _shared(tuple(names)), values
+        texts: list[str] = []
+        # One pass in C per counter (map, itemgetter): a MIG pool has hundreds, and this
+        # runs for every pool judged (5 % of a first full judgement with a generator).
+        for cs in status.get("counterSets", ()):
+            set_name, counters = cs["name"], cs["counters"]
+            names.extend(zip(itertools.repeat(set_name), counters))
+            texts.extend(itertools.chain.from_iterable(map(_USAGE, counters.values())))
+        self.counters = _shared(tuple(names))
+        self.counter_values = array("d", map(_num, texts))
         summary: dict[str, Any] = dict(status["summary"])
         totals = summary.get("totalCapacity", {})
         self.capacities = _shared(tuple(totals))
@@ -122,6 +125,7 @@ class PoolSeries:
 
 
 KINDS = ("total", "consumed", "available")
+_USAGE = itemgetter(*KINDS)
 CAPACITY_KINDS = ("total", "allocated", "available")
 _SHARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
