@@ -87,9 +87,9 @@ def test_a_status_another_writer_touched_is_still_written(
     operator: Operator, crds: KubeCluster, kube_namespace: str
 ) -> None:
     """A changed status is replaced at the resourceVersion the operator last saw. Once
-    someone else has written the object, the API server refuses that (409) and the
-    operator writes the change by merge patch instead: nothing lost, nothing of theirs
-    undone."""
+    someone else has written the object, the API server refuses that (409); the operator
+    reads the object back and replaces the status at its new version: nothing lost,
+    nothing of theirs (a label) undone."""
     pool, name = uniq("pool"), uniq("slice")
     crds.create(rslice(name, pool, [{"name": "gpu-0"}, {"name": "gpu-1"}]))
     try:
@@ -99,13 +99,19 @@ def test_a_status_another_writer_touched_is_still_written(
         def writes(verb: str, kind: str) -> float:
             return operator.metric("draview_api_writes_total", verb=verb, kind=kind)
 
-        patches = writes("patch", "resourceslicestatuses")
+        def rereads() -> float:
+            return operator.metric("draview_api_rereads_total", kind="resourceslicestatuses")
+
+        patches, read = writes("patch", "resourceslicestatuses"), rereads()
+        updates = writes("update", "resourceslicestatuses")
         pool_updates = writes("update", "resourcepoolstatuses")
         allocate(crds, kube_namespace, "c1", pool, "gpu-1")
         wait_states(crds, name, {"gpu-0": ("Available", None), "gpu-1": ("Allocated", None)})
-        # The slice's status by merge patch after the refused replace; the pool's, which
-        # nobody else touched, replaced at the version the operator knew.
-        assert writes("patch", "resourceslicestatuses") == patches + 1, operator.logs()
+        # The slice's status replaced at the version read back after the refused replace;
+        # the pool's, which nobody else touched, at the version the operator knew.
+        assert rereads() == read + 1, operator.logs()
+        assert writes("update", "resourceslicestatuses") == updates + 1
+        assert writes("patch", "resourceslicestatuses") == patches
         crds.wait_for(
             "the pool status replaced",
             lambda: writes("update", "resourcepoolstatuses") == pool_updates + 1,

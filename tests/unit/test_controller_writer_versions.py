@@ -1,6 +1,7 @@
 """A change to an object the writer knows: its status replaced at the resourceVersion the
-server last gave (cheaper for the API server than applying a merge patch), the merge
-patch of the difference when that version is stale or unknown."""
+server last gave (cheaper for the API server than applying a merge patch); when that
+version is stale, replaced at the one read back; the merge patch of the difference
+when the version is unknown or RBAC allows only patch."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from test_controller_writer import OBJ, FakeApi, PagedApi
 
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.writer import MERGE, Writer, _resource_version
+from draview.controller.writer import Writer, _resource_version
 
 KEY = ("resourcepoolstatuses", OBJ["metadata"]["name"])
 CHANGED = {**OBJ, "status": {"summary": {"totalDevices": 2}}}
@@ -33,19 +34,22 @@ async def test_a_change_replaces_the_status_at_the_version_last_written() -> Non
     assert writer.known[KEY].version == "44"
 
 
-async def test_a_stale_version_falls_back_to_the_merge_patch_of_the_difference() -> None:
-    # Someone else wrote the object since: the replace is refused with 409.
+async def test_a_stale_version_is_read_again_and_replaced_at_the_new_one() -> None:
+    # Someone else wrote the object since: the replace is refused with 409. What we
+    # remember is then not what the server holds, so no difference is taken from it.
     api = FakeApi(replace_cluster_custom_object_status=[200, 409])
     writer = writer_for(api)
     await writer.put(OBJ)
     await writer.put(CHANGED)
     assert [c[0] for c in api.calls[2:]] == [
         "replace_cluster_custom_object_status",
-        "patch_cluster_custom_object_status",
+        "get_cluster_custom_object",
+        "replace_cluster_custom_object_status",
     ]
-    _, patch, kw = api.calls[-1]
-    assert patch == {"status": {"summary": {"totalDevices": 2}}} and kw["_content_type"] == MERGE
-    assert writer.known[KEY].version == "45"  # the patch's answer: the next one replaces
+    _, body, _ = api.calls[-1]
+    assert body["metadata"]["resourceVersion"] == "45"  # the read's answer
+    assert body["status"] == CHANGED["status"]
+    assert writer.known[KEY].version == "46"
     assert writer.known[KEY].value()["status"] == CHANGED["status"]
 
 

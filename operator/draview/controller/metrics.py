@@ -54,6 +54,12 @@ VALIDATION_ERRORS = Counter(
     ["driver", "pool", "type"],
 )
 WRITES = Counter("draview_api_writes_total", "API writes by verb", ["verb", "kind"])
+REREADS = Counter(
+    "draview_api_rereads_total",
+    "Objects read back before writing them: a write of theirs failed (it may have landed) "
+    "or was refused as stale (409)",
+    ["kind"],
+)
 INVALID_OBJECTS = Counter(
     "draview_invalid_objects_total", "Watched objects that could not be read", ["kind"]
 )

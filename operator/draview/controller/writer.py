@@ -1,9 +1,9 @@
 """Write status objects: create what is missing, write the status of what changed
-(replaced at the version last seen, else merge-patched), delete what no longer has a
-source. Rate-limited, never writes an unchanged object (an unchanged world costs zero
-requests). Each request is tried once: a failed object backs off on its own (retry.py)
-so that it never holds up the others, and nothing is sent while `may_write()` (the
-leader's fence) is false.
+(replaced at the version last seen; read back first when that copy is in doubt),
+delete what no longer has a source. Rate-limited, never writes an unchanged object (an
+unchanged world costs zero requests). Each request is tried once: a failed object backs
+off on its own (retry.py) so that it never holds up the others, and nothing is sent
+while `may_write()` (the leader's fence) is false.
 
 Batches are handed over (`submit`) and written in the background by up to
 `concurrency` runners, one object at a time each, through the queue of writequeue.py
@@ -68,7 +68,7 @@ async def _send(verb: str, fn: Any, *args: Any, want_body: bool = False, **kw: A
     skipping the read cost a new TLS connection for most writes (34 of 50 at 8 KB; the
     API server then spent 3-6 % of its CPU on handshakes). Requests carry draview as
     their field manager, so managedFields name who wrote what."""
-    if verb != "delete":  # deletes take no field manager
+    if verb not in ("delete", "get"):  # only writes other than deletes take one
         kw["field_manager"] = FIELD_MANAGER
     resp = await fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kw)
     try:
@@ -90,6 +90,13 @@ async def _send(verb: str, fn: Any, *args: Any, want_body: bool = False, **kw: A
 # every write's response is read for it. Should an annotation keyed "resourceVersion"
 # come first, the replace at that version fails with 409 and a merge patch writes.
 _VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([^"\\]+)"')
+
+
+def _may_have_landed(exc: BaseException) -> bool:
+    """Whether a failed request may have been carried out all the same: no answer (a
+    timeout, a connection lost) or a server error (a 504 from a proxy after the API
+    server wrote). A 4xx answer is the API server refusing it: nothing was written."""
+    return not (isinstance(exc, ApiException) and 400 <= (exc.status or 0) < 500)
 
 
 def _resource_version(body: bytes) -> str | None:
@@ -120,6 +127,12 @@ class Writer:
         # The API server could not be reached at all: said once per outage, not once per
         # object (an outage during a first sync at 5,000 pools was 1,500 warnings).
         self.unreachable = False
+        # Objects whose server copy may differ from `known`: a write of theirs failed, and
+        # it may have landed all the same (a timeout, a connection lost after sending).
+        # A difference taken from what we remember could then leave the server's copy
+        # wrong for good (measured: a 10,000-slice churn on an overloaded API server left
+        # 1,258 objects one change behind until a restart), so each is read back first.
+        self.uncertain: set[ObjKey] = set()
         # Requests in flight at once: one at a time caps throughput at 1/latency however
         # high --qps is, which made initial convergence of thousands of pools take minutes.
         self.concurrency = max(1, concurrency)
@@ -153,6 +166,7 @@ class Writer:
                     before.version = item["metadata"].get("resourceVersion")
                     known[key] = before
         self.known = known
+        self.uncertain.clear()  # every copy is the server's again
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
         """The status the server holds once what was handed over is written: a pool
@@ -192,16 +206,16 @@ class Writer:
         self.blocked.pop(kind, None)
         return body
 
-    async def _create(self, plural: str, obj: dict[str, Any]) -> str | None:
+    async def _create(self, key: ObjKey, obj: dict[str, Any]) -> str | None:
         """Create, then set the status: the status subresource ignores status on create.
         Replacing the status at the version the create returned costs the API server
         less than a merge patch, which it must apply to the stored object first
         (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
-        fallback when the version is unknown or already stale (409), or when an older
-        RBAC grants patch but not update on the status (403). Returns the object's
-        resourceVersion after the status write (None: unknown)."""
+        fallback when the version is unknown, or when an older RBAC grants patch but not
+        update on the status (403). Returns the object's resourceVersion after the
+        status write (None: unknown)."""
+        plural = key[0]
         body = Plain((k, obj[k]) for k in ("apiVersion", "kind", "metadata", "spec"))
-        version = None
         try:
             created = await self._call(
                 "create",
@@ -213,23 +227,103 @@ class Writer:
                 body,
                 want_body=True,
             )
-            version = _resource_version(created)
         except ApiException as exc:
-            if exc.status != 409:  # already there: someone (an earlier us) made it
+            if exc.status != 409:
                 raise
-        return await self._write_status(plural, obj, obj["status"], version)
+            # Already there (an earlier us made it, or a create we took for failed
+            # landed): brought to `obj` from what it holds.
+            there = await self._reread(key, None)
+            if there is None:
+                raise  # gone again meanwhile: tried later
+            return (await self._update(key, obj, there))[1]
+        return await self._write_status(key, obj, obj["status"], _resource_version(created))
+
+    async def _update(
+        self, key: ObjKey, obj: dict[str, Any], known: Known
+    ) -> tuple[bool, str | None]:
+        """Bring the server's copy, `known`, to `obj`: whether a request was needed, and
+        the resourceVersion after."""
+        plural, name = key
+        version = known.version
+        cur = json.loads(known.data())
+        # Labels and owner (a slice re-created under its name has a new uid), and the
+        # spec as a merge diff so that a field that went away becomes null.
+        main = merge_diff(owned_fields(cur), owned_fields(obj))
+        if main:
+            changed = await self._call(
+                "patch",
+                plural,
+                self.api.patch_cluster_custom_object,
+                API_GROUP,
+                VERSION,
+                plural,
+                name,
+                Plain(main),
+                _content_type=MERGE,
+                want_body=True,
+            )
+            version = _resource_version(changed)
+        patch = merge_diff(cur["status"], obj["status"])
+        if patch:
+            version = await self._write_status(key, obj, patch, version)
+        return bool(main or patch), version
 
     async def _write_status(
-        self, plural: str, obj: dict[str, Any], patch: dict[str, Any], version: str | None
+        self, key: ObjKey, obj: dict[str, Any], patch: dict[str, Any], version: str | None
     ) -> str | None:
         """Make the status `obj["status"]`: replaced at `version` (the server's copy is
         then what we last wrote, `patch` away from it), else by the merge patch. Returns
         the resourceVersion after it."""
+        plural, name = key
         if version and self.replace_status:
             replaced = await self._replace_status(plural, obj, version)
             if replaced is not None:
                 return replaced or None
-        return await self._patch_status(plural, obj["metadata"]["name"], patch)
+            if self.replace_status:
+                # 409: written since we last saw it, so `patch`, taken from what we
+                # remember, may not be the difference any more: take it from what the
+                # server holds now, and replace at that version.
+                metrics.REREADS.labels(plural).inc()
+                item = await self._get(key)
+                version = item["metadata"].get("resourceVersion")
+                patch = merge_diff(item.get("status") or {}, obj["status"])
+                if not patch:
+                    return version  # someone else wrote just what we would have
+                replaced = await self._replace_status(plural, obj, version) if version else None
+                if replaced is not None:
+                    return replaced or None
+        return await self._patch_status(plural, name, patch)
+
+    async def _get(self, key: ObjKey) -> dict[str, Any]:
+        plural, name = key
+        await self.bucket.take()
+        body = await _send(
+            "get",
+            self.api.get_cluster_custom_object,
+            API_GROUP,
+            VERSION,
+            plural,
+            name,
+            want_body=True,
+        )
+        item: dict[str, Any] = json.loads(body)
+        return item
+
+    async def _reread(self, key: ObjKey, known: Known | None) -> Known | None:
+        """What the server holds of `key` (None: nothing): its status and version as
+        read, its labels, owner and spec as we last wrote them when we did, so that the
+        difference of those is still taken from what we wrote (another writer's labels
+        stay theirs)."""
+        metrics.REREADS.labels(key[0]).inc()
+        try:
+            item = await self._get(key)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.known.pop(key, None)
+            return None
+        base = item if known is None else {**known.value(), "status": item.get("status") or {}}
+        return Known.of(base, None, item["metadata"].get("resourceVersion"))
 
     async def _patch_status(self, plural: str, name: str, status: dict[str, Any]) -> str | None:
         """A merge patch of the status subresource (the whole status, or what changed)."""
@@ -282,7 +376,6 @@ class Writer:
     async def put(self, obj: dict[str, Any]) -> bool:
         """Make the server hold `obj`; True when a request was needed."""
         key = obj_key(obj)
-        plural, name = key
         known = self.known.get(key)
         data = canonical(obj)
         # The bound holds for ASCII text; json.dumps escapes other characters (up to
@@ -292,48 +385,26 @@ class Writer:
             obj = fit_object(obj, self.max_object_bytes)
             data = canonical(obj)
         try:
+            if key in self.uncertain:
+                known = await self._reread(key, known)
+            elif known is not None and known.data() == data:
+                return False
             if known is None:
-                version = await self._create(plural, obj)
+                sent, version = True, await self._create(key, obj)
             else:
-                version = known.version
-                old = known.data()
-                if old == data:
-                    return False
-                cur = json.loads(old)
-                # Labels and owner (a slice re-created under its name has a new uid), and
-                # the spec as a merge diff so that a field that went away becomes null.
-                main = merge_diff(owned_fields(cur), owned_fields(obj))
-                if main:
-                    changed = await self._call(
-                        "patch",
-                        plural,
-                        self.api.patch_cluster_custom_object,
-                        API_GROUP,
-                        VERSION,
-                        plural,
-                        name,
-                        Plain(main),
-                        _content_type=MERGE,
-                        want_body=True,
-                    )
-                    version = _resource_version(changed)
-                patch = merge_diff(cur["status"], obj["status"])
-                if not patch and not main:
-                    # Equal but for how it is spelled (key order: the server sorts keys;
-                    # a null or an empty map it dropped): remember ours, so that the next
-                    # comparison is of bytes.
-                    self.known[key] = Known.of(obj, data, version)
-                    return False
-                if patch:
-                    version = await self._write_status(plural, obj, patch, version)
+                # Equal but for how it is spelled (key order: the server sorts keys; a
+                # null or an empty map it dropped) sends nothing: ours is remembered,
+                # so that the next comparison is of bytes.
+                sent, version = await self._update(key, obj, known)
         except ApiException as exc:
             if exc.status != 404 or known is None:
                 raise
             # Deleted behind our back: create it again (a 404 there means the CRD is gone).
             self.known.pop(key, None)
-            version = await self._create(plural, obj)
+            sent, version = True, await self._create(key, obj)
+        self.uncertain.discard(key)
         self.known[key] = Known.of(obj, data, version)
-        return True
+        return sent
 
     async def delete(self, key: ObjKey) -> None:
         plural, name = key
@@ -428,6 +499,7 @@ class Writer:
         are cancelled, those waiting dropped, and their tickets settle them as failed
         now, so that the worker puts their pools back."""
         runners, self._runners = self._runners, set()
+        self.uncertain.update(self.queue.active)  # cut off mid-write: may have landed
         for task in runners:
             task.cancel()
         now = self.backoffs.clock()
@@ -466,8 +538,12 @@ class Writer:
         except NotLeader:
             return self.backoffs.clock()
         except REQUEST_ERRORS as exc:
+            if job.body is not None and _may_have_landed(exc):
+                self.uncertain.add(key)
             return self._failed(key, exc)
         except Exception as exc:  # a bug must not stop the writes of every other object
+            if job.body is not None:
+                self.uncertain.add(key)
             log.exception("status write failed unexpectedly", extra={"object": "/".join(key)})
             return self.backoffs.failed(key, Failure("error", False, type(exc).__name__))[0]
         self.backoffs.succeeded(key)
