@@ -430,7 +430,8 @@ class Operator:
         ]
         log(f"operator: {' '.join(cmd[1:])}")
         env = {**os.environ, "KUBECONFIG": self.kubeconfig}
-        with open(self.log_path, "wb") as out:
+        # A restart appends: the log of the process before it is what explains its writes.
+        with open(self.log_path, "ab" if self.proc is not None else "wb") as out:
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
             )
@@ -945,6 +946,13 @@ async def restart(
     would write, and write nothing. Objects it rewrote anyway are listed with what
     changed in them."""
     drain = await drained(op, session, limit)
+    # What the process before the restart went through: failed writes (by kind and
+    # code) and objects it read back because such a write may have landed.
+    m = await op.metrics(session)
+    drain["failed_writes"] = {
+        k: v for k, v in m.items() if k.startswith("dra_resourceslice_status_update_errors_total{")
+    }
+    drain["rereads"] = metric_sum(m, "draview_api_rereads_total")
     log(f"drained before the restart: {drain}")
     before = await our_objects(k)
     op.stop()
