@@ -130,8 +130,8 @@ class Writer:
         # Objects whose server copy may differ from `known`: a write of theirs failed, and
         # it may have landed all the same (a timeout, a connection lost after sending).
         # A difference taken from what we remember could then leave the server's copy
-        # wrong for good (measured: a 10,000-slice churn on an overloaded API server left
-        # 1,258 objects one change behind until a restart), so each is read back first.
+        # wrong for good (a change undone afterwards compares equal to our copy and is
+        # never written), so each is read back before its next write.
         self.uncertain: set[ObjKey] = set()
         # Requests in flight at once: one at a time caps throughput at 1/latency however
         # high --qps is, which made initial convergence of thousands of pools take minutes.
