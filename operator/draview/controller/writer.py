@@ -283,7 +283,6 @@ class Writer:
                 # 409: written since we last saw it, so `patch`, taken from what we
                 # remember, may not be the difference any more: take it from what the
                 # server holds now, and replace at that version.
-                metrics.REREADS.labels(plural).inc()
                 item = await self._get(key)
                 version = item["metadata"].get("resourceVersion")
                 patch = merge_diff(item.get("status") or {}, obj["status"])
@@ -295,7 +294,9 @@ class Writer:
         return await self._patch_status(plural, name, patch)
 
     async def _get(self, key: ObjKey) -> dict[str, Any]:
+        """The server's copy of `key`, read back because ours is in doubt."""
         plural, name = key
+        metrics.REREADS.labels(plural).inc()
         await self.bucket.take()
         body = await _send(
             "get",
@@ -314,7 +315,6 @@ class Writer:
         read, its labels, owner and spec as we last wrote them when we did, so that the
         difference of those is still taken from what we wrote (another writer's labels
         stay theirs)."""
-        metrics.REREADS.labels(key[0]).inc()
         try:
             item = await self._get(key)
         except ApiException as exc:
