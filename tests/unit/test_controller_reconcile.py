@@ -3,13 +3,19 @@ back whole to what reads them (explanations of pending claims)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from test_controller_batches import RecordingWriter
 
+from draview.api.world import build_world
 from draview.cli.inputs import parse_text
 from draview.controller.core import Controller, Settings
+from draview.controller.reconcile import _lean
+from draview.engine.allocations import index_allocations
+from draview.engine.pool import compute_pool
+from draview.engine.pools import group_slices
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -126,3 +132,16 @@ async def test_an_invalid_pool_on_134_judges_every_pool_again() -> None:
     await ctl.worker.flush()
     await ctl.worker.flush()
     assert state("other") == ("Available", None)
+
+
+def test_a_lean_result_keeps_every_field_but_the_bodies() -> None:
+    # _lean builds the PoolResult field by field: a field added to PoolResult later must
+    # be carried over there too, or the reconciler silently drops it.
+    w = build_world(parse_text((EXAMPLES / "mig-a100.yaml").read_text(), "mig-a100.yaml"))
+    key, slices = next(iter(group_slices(w.slices).items()))
+    result = compute_pool(key, slices, index_allocations(w.claims).get(key, ()))
+    lean = _lean(result)
+    for f in fields(result):
+        if f.name not in ("status", "slices"):
+            assert getattr(lean, f.name) is getattr(result, f.name), f.name
+    assert lean.slices == [] and set(lean.status) == {"conditions"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from typing import Any
 
 from draview.api.status import (
@@ -22,18 +23,25 @@ LABEL_NODE = f"{API_GROUP}/node"
 LABEL_POOL_HASH = f"{API_GROUP}/pool-hash"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _NAME_SAFE = re.compile(r"[^a-z0-9.-]+")
+_DASHES = re.compile(r"-{2,}")
 MAX_NAME = 253
 
 
+# Both are asked several times per pool in one judgement (the full sync's order, the
+# previous conditions, the pool's objects and each slice's labels): a hash each time
+# was a few percent of a first full judgement. Bounded: pools are judged in order, so
+# the repeats of one pool come close together.
+@lru_cache(maxsize=8192)
 def pool_hash(driver: str, pool: str) -> str:
     return hashlib.sha256(f"{driver}/{pool}".encode()).hexdigest()[:10]
 
 
+@lru_cache(maxsize=8192)
 def pool_object_name(driver: str, pool: str) -> str:
     """`<driver>-<pool>-<hash>`, DNS-safe. The hash is always there: driver and pool may
     both contain dashes, so `a-b` + `c` and `a` + `b-c` would otherwise collide."""
     name = _NAME_SAFE.sub("-", f"{driver}-{pool}".lower()).strip("-.")
-    name = re.sub(r"-{2,}", "-", name)
+    name = _DASHES.sub("-", name)
     suffix = pool_hash(driver, pool)[:8]
     return f"{name[: MAX_NAME - len(suffix) - 1].rstrip('-.')}-{suffix}"
 

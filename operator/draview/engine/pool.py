@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from draview.api.nodes import NodeInfo
-from draview.api.slices import ResourceSlice
+from draview.api.slices import Device, ResourceSlice
 from draview.api.status import (
     Allocation,
     Condition,
@@ -55,6 +55,7 @@ from draview.engine.views import Outcome, Parser, View, build_views, bystander
 from draview.quantity import Format, Quantity, format_nanos
 
 _sort_key = attrgetter("sort_key")
+_state_of = itemgetter("state")
 # Reasons for which the allocator never looks at a device copy (engine/verdict.py).
 _NEVER_LOOKED_AT = frozenset(
     {
@@ -176,9 +177,7 @@ class _PoolComputation:
                 consumed[ckey] = q.nanos if before is None else before + q.nanos
         self.consumed = consumed
         self.consumed_fmt = fmts
-        self.composite = CompositeGraph(
-            [d for fs in prepared.current for d in fs.devices if d.composite], self.in_use
-        )
+        self.composite = CompositeGraph(prepared.composite, self.in_use)
         # What is left of every counter (as the pool's newest slices count it), computed
         # once rather than once per device.
         self.left = {k: q.nanos for k, q in parsed.counter_totals.items()}
@@ -249,7 +248,8 @@ class _PoolComputation:
                 state = "Unavailable"
             status: DeviceStatus = {"name": name, "state": state}
             found = by_device.get(name)
-            refs = sorted(found, key=_sort_key) if found else []
+            # One holder is the common case: nothing to order.
+            refs = (found if len(found) == 1 else sorted(found, key=_sort_key)) if found else []
             if dev.allow_multiple_allocations:
                 total, available = shared_capacity(dev, refs)
                 if total:
@@ -265,7 +265,7 @@ class _PoolComputation:
                 status["allocations"] = [_allocation(r) for r in refs[:cap]]
                 status["allocationCount"] = len(refs)
             out.append(status)
-        counts = Counter(d["state"] for d in out)
+        counts = Counter(map(_state_of, out))
         acc.add_counts(counts)
         if pool_acc is not None:
             pool_acc.add_counts(counts)
@@ -323,6 +323,8 @@ class PreparedPool:
     # 0 (rules.binding_pools_last); slices only, so not walked again on a claim change.
     tiers: tuple[int, ...]
     rules: Rules = DEFAULT_RULES  # the profile's rules the slices were read with
+    # The composite draft's devices of the current slices (almost always none).
+    composite: tuple[Device, ...] = ()
 
     def serves(
         self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None, rules: Rules
@@ -391,6 +393,7 @@ def prepare_pool(
         summarize(views, flat, unreachable_devices(views, flat, len(current))),
         tuple(int(rules.binding_pools_last and binding_view(v, flat)) for v in views),
         rules,
+        tuple(d for fs in current for d in fs.devices if d.composite),
     )
 
 

@@ -270,6 +270,20 @@ class _PoolParser:
 
     def device(self, slice_name: str, dev: Device) -> None:
         p = self.pool
+        if not dev.consumes_counters:
+            # Most devices of a large cluster (whole GPUs, NICs) debit nothing: only the
+            # name and the capacities are checked (a tenth of a first full judgement
+            # went to this method).
+            if dev.name in p.devices:
+                self.errors.append(
+                    f"DuplicateDevice: device {dev.name} appears in slices "
+                    f"{p.devices[dev.name]} and {slice_name}"
+                )
+                return
+            p.devices[dev.name] = slice_name
+            if id(dev.capacity) not in self.clean_capacities:
+                self.capacities(dev)
+            return
         debits = self.debits(dev, slice_name)
         if debits:
             p.counted.append((dev.name, debits))

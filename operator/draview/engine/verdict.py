@@ -289,7 +289,7 @@ def _checks(
             left = left_for(o.parsed)
             # Per slice (1.34) an overdrawn counter refuses only its slice's devices,
             # which their zero debits on it already say.
-            over = not o.parsed.per_slice and any(n < 0 for n in left.values())
+            over = not o.parsed.per_slice and bool(left) and min(left.values()) < 0
             checks.append(ViewCheck(o.parsed, left, over, groups_in_use(o.parsed, state, rules)))
         else:
             checks.append(_KIND_REASON[o.kind])

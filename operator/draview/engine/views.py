@@ -299,18 +299,26 @@ def _view(
         leading = plain if len(plain) < len(view) else []
     counts = sorted({flat[i].slice.pool.resource_slice_count for i in (leading or view)})
     targets: list[tuple[int, int]] = []
+    unsupported: list[tuple[int, int]] = []
     for i in view:
         fs = flat[i]
         if fs.counter_sets and (not fs.devices or fs.counters_only):
             continue
-        per_device = fs.slice.per_device_node_selection and not _has_fields(fs)
-        targets.extend((i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach)
+        s = fs.slice
+        per_device = s.per_device_node_selection and not _has_fields(fs)
+        mine = [(i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach]
+        targets.extend(mine)
+        # A slice that names its node, or selects with one term, has no such device:
+        # asked per slice, not per device (a large pool has hundreds).
+        if per_device or (not s.node_name and s.node_selector is not None):
+            unsupported.extend(at for at in mine if _multi_term(fs, at[1]))
     outcomes = tuple(_outcome(flat, view, generation, c, parse) for c in counts)
-    unsupported = frozenset(at for at in targets if _multi_term(flat[at[0]], at[1]))
     first = tuple(
         (i, counts.index(flat[i].slice.pool.resource_slice_count)) for i in leading or view
     )
-    return View(tuple(names), generation, tuple(targets), stale, outcomes, unsupported, first)
+    return View(
+        tuple(names), generation, tuple(targets), stale, outcomes, frozenset(unsupported), first
+    )
 
 
 def _multi_term(fs: FlatSlice, j: int) -> bool:
