@@ -412,7 +412,7 @@ def list_world(ctl: Controller, phases: Phases, n: int) -> dict[str, int]:
     def listed(kind: str, handler: Any, objects: Any) -> int:
         if kind != "claims":
             return feed(handler, objects)
-        with long_lived():  # the last list: the collection and freeze count here
+        with long_lived():  # the last list: the freeze counts here
             return feed(handler, objects)
 
     gc.disable()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from draview.controller.core import Controller, Settings
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.sync import Syncer
+from draview.controller.sync import Syncer, long_lived
 from draview.controller.writer import Writer
 
 
@@ -44,3 +45,16 @@ async def test_losing_the_lease_cancels_the_sync_and_empties_the_queue() -> None
     await asyncio.gather(s.sync_task, return_exceptions=True)
     assert s.sync_task.cancelled()
     assert not s.ctl.role.leader and not s.ctl.queue.dirty
+
+
+def test_what_long_lived_work_builds_is_frozen_and_the_collector_back_on() -> None:
+    before = gc.get_freeze_count()
+    try:
+        with long_lived():
+            assert not gc.isenabled()  # no collection walks the heap while it grows
+            kept = [[i] for i in range(1000)]  # lists: always tracked
+        assert gc.isenabled()
+        # Out of the generations for good: later collections do not walk them again.
+        assert gc.get_freeze_count() >= before + len(kept)
+    finally:
+        gc.unfreeze()

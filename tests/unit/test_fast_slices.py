@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from draview.api.fastslice import Interner, read_slice, slice_from_object
-from draview.api.slices import ResourceSlice
+from draview.api.slices import ResourceSlice, any_binding_conditions
 from draview.api.world import iter_objects
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -273,3 +273,17 @@ def test_yaml_keys_that_are_not_text_go_to_the_models(key: Any, where: str) -> N
             slice_from_object(obj)
     else:
         assert repr(slice_from_object(obj)) == repr(models)
+
+
+def test_any_binding_conditions_needs_conditions_not_only_a_binding() -> None:
+    plain = device("plain")
+    binds_only = {**device("binds"), "bindsToNode": True}
+    conditioned = {**device("cond"), "bindingConditions": ["ready"]}
+
+    def devices(*raw: dict[str, Any]) -> tuple[Any, ...]:
+        return slice_from_object(rslice("s", list(raw))).devices
+
+    assert not any_binding_conditions(())
+    assert not any_binding_conditions(devices(plain, plain))
+    assert not any_binding_conditions(devices(plain, binds_only))
+    assert any_binding_conditions(devices(plain, binds_only, conditioned))

@@ -7,7 +7,9 @@ an exception that loses the whole slice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
+from operator import attrgetter
 from typing import Any, ClassVar, Self
 
 from pydantic import Field, GetCoreSchemaHandler, field_validator, model_validator
@@ -199,6 +201,17 @@ class Binding:
 
 def binding_of(conditions: tuple[str, ...], binds_to_node: bool) -> Binding | None:
     return Binding(conditions, binds_to_node) if conditions or binds_to_node else None
+
+
+_BINDING = attrgetter("binding")
+
+
+def any_binding_conditions(devices: Sequence[Device]) -> bool:
+    """Whether some device has binding conditions. Asked of every slice of every pool
+    judged, whose devices almost never bind: a C pass finds no binding at all first."""
+    if not any(map(_BINDING, devices)):
+        return False
+    return any(d.binding is not None and d.binding.conditions for d in devices)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from draview.api.slices import any_binding_conditions
 from draview.api.status import Condition, Partition
 from draview.engine.attributes import attribute
 from draview.engine.conditions import condition
@@ -62,7 +63,7 @@ NO_ABORTS = Aborts()
 def binding_view(view: View, flat: Sequence[FlatSlice]) -> bool:
     """Whether the view holds a device with binding conditions: 1.34's GatherPools then
     puts the pool after those without (rules.binding_pools_last)."""
-    return any(d.binding_conditions for i in {i for i, _ in view.targets} for d in flat[i].devices)
+    return any(any_binding_conditions(flat[i].devices) for i in {i for i, _ in view.targets})
 
 
 def invalid_nodes(

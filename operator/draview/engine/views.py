@@ -21,6 +21,7 @@ from typing import Literal
 
 from draview.api.common import NodeSelector
 from draview.api.nodes import AssumedNodes, NodeGroups, NodeInfo
+from draview.api.slices import any_binding_conditions
 from draview.engine.flatten import FlatSlice
 from draview.engine.nodes import node_matches
 from draview.engine.rules import REFERENCE, Rules
@@ -295,7 +296,7 @@ def _view(
         and not (flat[i].counter_sets and parse.everywhere)
     ]
     if parse.binding_last and not leading:
-        plain = [i for i in view if not any(d.binding_conditions for d in flat[i].devices)]
+        plain = [i for i in view if not any_binding_conditions(flat[i].devices)]
         leading = plain if len(plain) < len(view) else []
     counts = sorted({flat[i].slice.pool.resource_slice_count for i in (leading or view)})
     targets: list[tuple[int, int]] = []
