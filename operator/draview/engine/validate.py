@@ -270,21 +270,9 @@ class _PoolParser:
 
     def device(self, slice_name: str, dev: Device) -> None:
         p = self.pool
-        if not dev.consumes_counters:
-            # Most devices of a large cluster (whole GPUs, NICs) debit nothing: only the
-            # name and the capacities are checked (a tenth of a first full judgement
-            # went to this method).
-            if dev.name in p.devices:
-                self.errors.append(
-                    f"DuplicateDevice: device {dev.name} appears in slices "
-                    f"{p.devices[dev.name]} and {slice_name}"
-                )
-                return
-            p.devices[dev.name] = slice_name
-            if id(dev.capacity) not in self.clean_capacities:
-                self.capacities(dev)
-            return
-        debits = self.debits(dev, slice_name)
+        # Most devices of a large cluster (whole GPUs, NICs) consume no counters: no
+        # debits are asked for them (this method was a tenth of a first full judgement).
+        debits = self.debits(dev, slice_name) if dev.consumes_counters else None
         if debits:
             p.counted.append((dev.name, debits))
         if dev.name in p.devices:
@@ -296,12 +284,13 @@ class _PoolParser:
         p.devices[dev.name] = slice_name
         if debits:
             p.consumption[dev.name] = debits
-        sets = [c.counter_set for c in dev.consumes_counters]
-        if len(sets) > 1 and len(set(sets)) < len(sets):
-            summed: dict[CounterKey, Quantity] = {}
-            for key, q in debits:
-                summed[key] = summed[key] + q if key in summed else q
-            p.needs_summed[dev.name] = list(summed.items())
+        if debits is not None and len(dev.consumes_counters) > 1:
+            sets = [c.counter_set for c in dev.consumes_counters]
+            if len(set(sets)) < len(sets):
+                summed: dict[CounterKey, Quantity] = {}
+                for key, q in debits:
+                    summed[key] = summed[key] + q if key in summed else q
+                p.needs_summed[dev.name] = list(summed.items())
         if id(dev.capacity) not in self.clean_capacities:
             self.capacities(dev)
 
