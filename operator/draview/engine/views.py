@@ -309,8 +309,9 @@ def _view(
         per_device = s.per_device_node_selection and not _has_fields(fs)
         mine = [(i, j) for j in range(len(fs.devices)) if not per_device or (i, j) in reach]
         targets.extend(mine)
-        # A slice that names its node, or selects with one term, has no such device:
-        # asked per slice, not per device (a large pool has hundreds).
+        # Only a slice that selects nodes per device, or by a selector of its own, can
+        # hold a device whose selector has several terms: asked of the slice first, not
+        # of each of its devices (a large pool has hundreds).
         if per_device or (not s.node_name and s.node_selector is not None):
             unsupported.extend(at for at in mine if _multi_term(fs, at[1]))
     outcomes = tuple(_outcome(flat, view, generation, c, parse) for c in counts)
