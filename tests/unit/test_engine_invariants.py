@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from draview.api.world import build_world
-from draview.engine.model import EngineOptions
+from draview.engine.model import AllocRef, EngineOptions
+from draview.engine.verdict import AllocatedState
 from draview.engine.world import compute_world, world_objects
 from draview.quantity import parse_quantity
 
@@ -187,3 +188,31 @@ def test_input_order_never_changes_the_output(
     a = json.dumps(world_objects(build_world(objs), opts))
     b = json.dumps(world_objects(build_world(shuffled), opts))
     assert a == b
+
+
+_REFS = st.lists(
+    st.builds(
+        AllocRef,
+        device=st.sampled_from(["d0", "d1", "d2", "d3"]),
+        claim_namespace=st.just("ns"),
+        claim_name=st.sampled_from(["a", "b"]),
+        claim_uid=st.just("u"),
+        request=st.just("r"),
+        admin_access=st.booleans(),
+        share_id=st.sampled_from([None, "s1"]),
+        consumed=st.sampled_from([(), (("memory", "1Gi"),)]),
+    ),
+    max_size=8,
+)
+
+
+@given(_REFS, st.booleans(), st.booleans(), st.booleans(), st.booleans())
+def test_held_and_debiting_agree_with_used_and_debits(
+    refs: list[AllocRef], shareable: bool, once: bool, share_debits: bool, skip: bool
+) -> None:
+    # The judgement asks held()/debiting() once instead of used()/debits() per device.
+    state = AllocatedState.of(refs, shareable, once, share_debits, skip)
+    names = {r.device for r in refs} | {"elsewhere"}
+    held = state.held() & names
+    assert held == {n for n in names if state.used(n)}
+    assert state.debiting(held) == {n for n in held if state.debits(n)}

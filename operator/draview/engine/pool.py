@@ -131,11 +131,6 @@ def _counter_sets(
     return out
 
 
-def _copy_set(cs: CounterSetStatus) -> CounterSetStatus:
-    # Separate copies: the same object in two places would become a YAML anchor.
-    return {"name": cs["name"], "counters": {k: {**v} for k, v in cs["counters"].items()}}
-
-
 class _PoolComputation:
     """Holds the per-pool context while each device's state is decided."""
 
@@ -163,13 +158,13 @@ class _PoolComputation:
             prepared.rules.shares_skip_counter_check,
             prepared.rules.capacity_recheck_own_device,
         )
-        self.in_use = {n for n in by_device if self.alloc.used(n)}
+        self.in_use = self.alloc.held() & by_device.keys()
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
         # zero running total takes the next item's format): a claim change re-sums every
         # in-use device's debits, and a Quantity per addition was a tenth of the work.
         consumed: dict[CounterKey, int] = {}
         fmts: dict[CounterKey, Format] = {}
-        for name in sorted(n for n in self.in_use if self.alloc.debits(n)):
+        for name in sorted(self.alloc.debiting(self.in_use)):
             for ckey, q in parsed.consumption.get(name, ()):
                 before = consumed.get(ckey)
                 if not before:
@@ -466,8 +461,12 @@ def _judge_slices(
         if fs.counter_sets and not is_stale:
             # Per slice (1.34) the pool's sets are named "slice/set"; a slice shows its own.
             own = f"{fs.slice.name}/" if comp.parsed.per_slice else ""
+            # The counters are the pool body's own dicts, not copies (a MIG pool renders
+            # over a hundred on every claim change): nothing changes a judged body in
+            # place (budget.fit_object copies what it cuts), and the YAML output spells
+            # shared parts out (cli/output.py: no anchors).
             body["counterSets"] = [
-                {**_copy_set(comp.sets[own + c.name]), "name": c.name} for c in fs.counter_sets
+                {**comp.sets[own + c.name], "name": c.name} for c in fs.counter_sets
             ]
         out.append(SliceResult(fs.slice, body))
     return out

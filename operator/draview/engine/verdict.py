@@ -114,6 +114,17 @@ class AllocatedState:
         """Any non-admin result holds the device."""
         return name in self.dedicated or name in self.shared or name in self.capacity
 
+    def held(self) -> set[str]:
+        """Every device `used` holds, by set unions in C (asked once per judgement)."""
+        out = self.dedicated | self.shared
+        if self.capacity:
+            out.update(self.capacity)
+        return out
+
+    def debiting(self, held: set[str]) -> set[str]:
+        """Of `held` (from held()), the devices `debits` charges."""
+        return held if self.shares_debit else self.dedicated & held
+
     def debits(self, name: str) -> bool:
         """Whether checkAvailableCounters charges the device's counters: from 1.36
         (IsDeviceAllocated) whenever it is used; in 1.35 only when a result without
@@ -181,7 +192,8 @@ class ViewCheck:
                 continue
             multi = dev.allow_multiple_allocations
             if dev.capacity:
-                used = used_capacity.get(name)
+                # Both maps are empty in almost every pool: no lookup then.
+                used = used_capacity.get(name) if used_capacity else None
                 # A device taken whole, with nothing shared and no policy, always fits.
                 check = used or multi
                 if not check:
@@ -202,7 +214,7 @@ class ViewCheck:
                     append("CompatibilityGroupConflict")
                     continue
                 short = False
-                for key, q in summed.get(name) or consumption.get(name) or ():
+                for key, q in (summed and summed.get(name)) or consumption.get(name) or ():
                     have = left.get(key)
                     if have is not None and have < q.nanos:
                         short = True
