@@ -4,6 +4,7 @@ the server serves, whether it may watch Nodes; and the retry of startup steps.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -145,5 +146,11 @@ async def until_done(what: str, step: Callable[[], Awaitable[None]]) -> None:
                 )
         except (OSError, TimeoutError, aiohttp.ClientError) as exc:
             log.warning("API server unreachable", extra={"step": what, "error": str(exc)})
+        if not gc.isenabled():
+            # Inside sync.long_lived nothing collects, and what it built is frozen
+            # without a collection at its end: what the failed attempt left in cycles
+            # (its traceback's frames) is freed now, not kept for good. Failures only:
+            # a collection walks all that was built since the last freeze.
+            gc.collect()
         await asyncio.sleep(delay)
         delay = min(delay * 2, 30.0)

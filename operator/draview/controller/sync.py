@@ -31,9 +31,8 @@ def long_lived() -> Iterator[None]:
     Frozen without a collection first (as explanations.py freezes its catalog): that
     collection walked everything the work built, 6.5 % of a first full judgement's CPU
     at 10,000 nodes, and found nothing to free (0 unreachable objects after the list
-    and the first sync of 2,000 and 5,000 simulated nodes). What a failed attempt's
-    traceback may leave in a cycle is frozen with the rest: a few KB per retry of a
-    start-up step, once."""
+    and the first sync of 2,000 and 5,000 simulated nodes). What a failed attempt
+    leaves in cycles is collected after that attempt (startup.until_done)."""
     gc.disable()
     try:
         yield
