@@ -115,7 +115,7 @@ class AllocatedState:
         return name in self.dedicated or name in self.shared or name in self.capacity
 
     def held(self) -> set[str]:
-        """Every device `used` holds, by set unions in C (asked once per judgement)."""
+        """The devices `used` answers yes for, by set unions in C (once per judgement)."""
         out = self.dedicated | self.shared
         if self.capacity:
             out.update(self.capacity)
@@ -192,7 +192,7 @@ class ViewCheck:
                 continue
             multi = dev.allow_multiple_allocations
             if dev.capacity:
-                # Both maps are empty in almost every pool: no lookup then.
+                # Few pools hold shared capacity: no lookup where none is held.
                 used = used_capacity.get(name) if used_capacity else None
                 # A device taken whole, with nothing shared and no policy, always fits.
                 check = used or multi
