@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from draview.api.slices import Device, Taint
+from draview.api.slices import Device, Taint, any_binding_conditions
 from draview.api.taints import DeviceTaintRule
 from draview.engine.aborts import binding_view
 from draview.engine.flatten import FlatSlice
@@ -174,7 +174,7 @@ def _pool(
         fs = flat[i]
         out.slices.append(_devices(r.key, i, fs, view, targets, rules, o, refuse_skips))
         out.names.append(fs.slice.name)
-        out.binding = out.binding or any(dev.binding_conditions for dev in fs.devices)
+        out.binding = out.binding or any_binding_conditions(fs.devices)
     if len(outcomes) > 1:
         out.firsts = _firsts(view, min(which, len(outcomes) - 1), slice_indices)
     return out
