@@ -1,7 +1,13 @@
 """One test per row of DESIGN §4's device-state table, in the table's order."""
 
-from builders import claim, counter_pool, device, result, rslice, taint_rule
+import json
+
+from builders import claim, counter_pool, device, result, rslice, taint_rule, world
 from engine_helpers import pool, prefixes, states
+
+from draview.engine.allocations import claim_allocations
+from draview.engine.pool import compute_pool
+from draview.engine.world import compute_world
 
 
 def test_unallocated_device_is_available() -> None:
@@ -235,3 +241,21 @@ def test_prepared_pool_is_reused_only_for_the_same_slices() -> None:
     third = compute_pool(key, [changed], [ref], prepared=first.prepared)
     assert third.prepared is not first.prepared
     assert third.status["summary"]["totalDevices"] == 1
+
+
+def test_an_idle_counter_row_is_shared_yet_each_body_keeps_its_own_figures() -> None:
+    # Idle rows are rendered once per counter set and shared by every computation of a
+    # prepared pool (validate.SetRow), as the operator recomputes after a claim change:
+    # a computation that consumes the counter must leave earlier bodies as they were.
+    sets = {"cs": {"memory": "40Gi", "copies": "2"}}
+    w = world(*counter_pool("s", [device("half", counters={"cs": {"memory": "20Gi"}})], sets))
+    (idle,) = compute_world(w)
+    before = json.dumps(idle.status, sort_keys=True)
+    slices = list(w.slices)
+    refs = claim_allocations(world(claim("c", result("half"))).claims[0])[idle.key]
+    used = compute_pool(idle.key, slices, refs, prepared=idle.prepared)
+    again = compute_pool(idle.key, slices, (), prepared=idle.prepared)
+    assert used.status["counterSets"][0]["counters"]["memory"]["consumed"] == "20Gi"
+    assert used.status["counterSets"][0]["counters"]["copies"]["consumed"] == "0"
+    assert json.dumps(idle.status, sort_keys=True) == before
+    assert json.dumps(again.status, sort_keys=True) == before

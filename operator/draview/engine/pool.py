@@ -115,11 +115,10 @@ def _counter_sets(
     out: dict[str, CounterSetStatus] = {}
     for name, counters in parsed.sets.items():
         rendered: dict[str, CounterUsage] = {}
-        for counter, total, text in counters:
-            key = (name, counter)
+        for counter, key, total, text, idle in counters:
             used = consumed.get(key)
             if used is None:
-                rendered[counter] = {"total": text, "consumed": "0", "available": text}
+                rendered[counter] = idle  # shared: see validate.SetRow
             else:
                 fmt = fmts[key]
                 rendered[counter] = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from draview.api.slices import Device
+from draview.api.status import CounterUsage
 from draview.engine.compat import Uses, declares_groups, uses_of
 from draview.engine.flatten import FlatSlice
 from draview.quantity import Quantity, QuantityError, parse_quantity
@@ -19,6 +20,10 @@ from draview.quantity import Quantity, QuantityError, parse_quantity
 V = TypeVar("V")
 
 CounterKey = tuple[str, str]  # (counter set, counter)
+# One counter of a set as the status shows it: its name, key, total, the total rendered,
+# and the whole row while nothing consumes it. That row is shared by every computation
+# (and every pool defining the same set): a judged body is never changed in place.
+SetRow = tuple[str, CounterKey, Quantity, str, CounterUsage]
 
 
 @dataclass(slots=True)
@@ -32,7 +37,7 @@ class ParsedPool:
     errors: list[str] = field(default_factory=list)
     # Every counter set with its counters sorted by name, totals already rendered: the
     # status shows them on every recompute, and rendering is most of that work.
-    sets: dict[str, list[tuple[str, Quantity, str]]] = field(default_factory=dict)
+    sets: dict[str, list[SetRow]] = field(default_factory=dict)
     # Every device instance whose allocation debits the counters, duplicates included
     # (the allocator subtracts once per instance it finds); none that debits nothing.
     counted: list[tuple[str, list[tuple[CounterKey, Quantity]]]] = field(default_factory=list)
@@ -144,13 +149,15 @@ class _ByMap(Generic[V]):
 
 
 # A counter set: its counter names, totals and status rows (sorted, rendered).
-_ParsedSet = tuple[
-    frozenset[str], list[tuple[CounterKey, Quantity]], list[tuple[str, Quantity, str]]
-]
+_ParsedSet = tuple[frozenset[str], list[tuple[CounterKey, Quantity]], list[SetRow]]
 # By counter set name and map: what one allocation debits (a parsed list per device
 # was most of a MIG pool's memory), and the parsed sets themselves.
 _SHARED_DEBITS: _ByMap[list[tuple[CounterKey, Quantity]]] = _ByMap()
 _SHARED_SETS: _ByMap[_ParsedSet] = _ByMap()
+
+
+def _row(key: CounterKey, total: Quantity, text: str) -> SetRow:
+    return key[1], key, total, text, {"total": text, "consumed": "0", "available": text}
 
 
 class _PoolParser:
@@ -195,7 +202,7 @@ class _PoolParser:
             q = parse_q(text, f"counter set {name} counter {counter}", errors)
             if q is not None:
                 totals.append(((name, counter), q))
-        rows = [(k[1], q, str(q)) for k, q in sorted(totals, key=lambda kq: kq[0])]
+        rows = [_row(k, q, str(q)) for k, q in sorted(totals, key=lambda kq: kq[0])]
         parsed = (frozenset(counters), totals, rows)
         if len(errors) == clean:
             _SHARED_SETS.put(name, counters, parsed)
