@@ -38,6 +38,8 @@ class Worker:
         self.writer = writer
         # Held while judging and handing over (a batch or a full sync), not while writing.
         self.judge_lock = asyncio.Lock()
+        # One full sync at a time (the periodic re-list and the CRD probe both start one).
+        self.sync_lock = asyncio.Lock()
 
     async def run(self, interval: float) -> None:
         """Every `interval`: judge the pools marked since and hand them to the writer."""
@@ -87,16 +89,44 @@ class Worker:
 
     async def full_sync(self) -> None:
         """After a (re)list or on becoming leader: learn the server, write differences,
-        prune objects whose source is gone; returns once all of it is written."""
-        async with self.judge_lock:
-            await self._full_sync()
+        prune objects whose source is gone; returns once all of it is written.
 
-    async def _full_sync(self) -> None:
-        # What the server holds is read anew: no write handed over before may land while
-        # it is read (the writer would then forget it made it).
-        await self.writer.drain()
+        The first sync of a leadership holds the judge lock throughout: nothing is
+        judged before the server's copies are known. Later ones (the periodic re-list,
+        CRDs back) read the server's copies and wait for their writes while batches go
+        on: at 10,000 pools that read and those writes stalled every claim change for up
+        to 17 s every --resync-interval. Only judging and handing over hold the lock."""
+        async with self.sync_lock:
+            if not self.role.synced:
+                async with self.judge_lock:
+                    await self.writer.drain()  # nothing lands while the server is read
+                    tickets = await self._judge_all(await self._load())
+                    await self._settle(tickets)
+                return
+            before = await self._load()  # writes meanwhile are kept (Writer.load)
+            async with self.judge_lock:
+                tickets = await self._judge_all(before)
+            await self._settle(tickets)
+
+    async def _load(self) -> dict[ObjKey, Known]:
+        """What the writer knew, then what the server holds."""
         before = dict(self.writer.known)
         await self.writer.load()
+        return before
+
+    async def _settle(self, tickets: list[Ticket] | None) -> None:
+        if tickets is None:
+            return  # leadership lost: the next leader syncs
+        for ticket in tickets:
+            await ticket.wait()
+        failed = sum(len(t.failed) for t in tickets)
+        if failed:
+            log.warning("full sync left failures", extra={"count": failed})
+        self.role.synced = self.role.leader  # leadership may have been lost while writing
+
+    async def _judge_all(self, before: dict[ObjKey, Known]) -> list[Ticket] | None:
+        """Judge every pool not intact and hand it over, then the orphans' deletes;
+        the tickets of all of it (None: leadership lost while waiting for room)."""
         dirty = set(self.queue.take_all())
         intact = self._intact(before, dirty)
         owned = self.reconciler.pool_objects
@@ -117,20 +147,15 @@ class Worker:
                 wanted.update(obj_key(o) for o in desired)
                 await self.writer.room()
                 if not self.role.leader:
-                    return  # lost while waiting: the next leader syncs
+                    return None  # lost while waiting: the next leader syncs
                 tickets.append(self._hand_over((desired, removed)))
                 for key in chunk:
                     del remaining[key]
-            tickets.append(self._hand_over(([], self._orphans(wanted))))
-            for ticket in tickets:
-                await ticket.wait()
         except asyncio.CancelledError:
             self.queue.requeue(remaining)
             raise
-        failed = sum(len(t.failed) for t in tickets)
-        if failed:
-            log.warning("full sync left failures", extra={"count": failed})
-        self.role.synced = self.role.leader  # leadership may have been lost while writing
+        tickets.append(self._hand_over(([], self._orphans(wanted))))
+        return tickets
 
     def _rejudge_if_needed(self) -> None:
         """1.34: the invalid pools nodes gather changed, and with them the devices of

@@ -138,6 +138,9 @@ class Writer:
         self.concurrency = max(1, concurrency)
         # What each of our objects holds on the server, as far as we know.
         self.known: dict[ObjKey, Known] = {}
+        # While load() runs (None otherwise): the objects written, deleted or put in
+        # doubt since it began. What the writer knows of them is newer than the list.
+        self.touched: set[ObjKey] | None = None
         # Cleared when RBAC forbids updating the status (a chart older than this code):
         # new objects then get their first status by merge patch, without a failed try.
         self.replace_status = True
@@ -153,20 +156,37 @@ class Writer:
         In pages, keeping only what `put` compares: at 5,000 pools an unpaged list is
         10,000 objects decoded at once, managedFields and all, on every re-list. An
         object that holds what we knew keeps our copy, so that a re-list of an unchanged
-        world does not build a second copy of every status."""
+        world does not build a second copy of every status.
+
+        Writes may go on meanwhile (a periodic re-list of 20,000 objects takes seconds,
+        and claim changes must not wait for it): an object written, deleted or put in
+        doubt while the pages are read is known as the writer last saw it, not as a page
+        that may predate that write."""
+        if self.touched is not None:
+            raise RuntimeError("Writer.load is already running")
         known: dict[ObjKey, Known] = {}
-        for plural in PLURALS.values():
-            async for page in list_pages(self.api, VERSION, plural, group=API_GROUP):
-                for item in page:
-                    key = (plural, item["metadata"]["name"])
-                    data = canonical(item)
-                    before = self.known.get(key)
-                    if before is None or before.data() != data:
-                        before = Known.of(item, data)
-                    before.version = item["metadata"].get("resourceVersion")
-                    known[key] = before
+        self.touched = set()
+        try:
+            for plural in PLURALS.values():
+                async for page in list_pages(self.api, VERSION, plural, group=API_GROUP):
+                    for item in page:
+                        key = (plural, item["metadata"]["name"])
+                        data = canonical(item)
+                        before = self.known.get(key)
+                        if before is None or before.data() != data:
+                            before = Known.of(item, data)
+                        before.version = item["metadata"].get("resourceVersion")
+                        known[key] = before
+        finally:
+            touched, self.touched = self.touched, None
+        for key in touched:
+            mine = self.known.get(key)
+            if mine is None:
+                known.pop(key, None)
+            else:
+                known[key] = mine
         self.known = known
-        self.uncertain.clear()  # every copy is the server's again
+        self.uncertain &= touched  # every other copy is the server's again
 
     def previous_status(self, key: ObjKey) -> dict[str, Any] | None:
         """The status the server holds once what was handed over is written: a pool
@@ -500,6 +520,8 @@ class Writer:
         now, so that the worker puts their pools back."""
         runners, self._runners = self._runners, set()
         self.uncertain.update(self.queue.active)  # cut off mid-write: may have landed
+        if self.touched is not None:
+            self.touched.update(self.queue.active)
         for task in runners:
             task.cancel()
         now = self.backoffs.clock()
@@ -530,6 +552,14 @@ class Writer:
         later = self.backoffs.not_before(key)
         if later is not None:
             return later
+        try:
+            return await self._attempt(job)
+        finally:
+            if self.touched is not None:  # a load() runs: see there
+                self.touched.add(key)
+
+    async def _attempt(self, job: Job) -> float | None:
+        key = job.key
         try:
             if job.body is None:
                 await self.delete(key)
