@@ -162,3 +162,26 @@ async def test_full_syncs_run_one_at_a_time() -> None:
     go.set()
     await asyncio.wait_for(both, 5)
     assert loads == [0, 1]
+
+
+async def test_a_later_sync_reads_the_server_once_the_writer_caught_up() -> None:
+    writer = Writer(None, TokenBucket(1000, 1000))  # type: ignore[arg-type]
+    caught_up, loads = asyncio.Event(), []
+
+    async def drain() -> None:
+        await caught_up.wait()
+
+    async def load() -> None:
+        loads.append(1)
+
+    writer.drain = drain  # type: ignore[method-assign]
+    writer.load = load  # type: ignore[method-assign]
+    ctl = _controller(writer)
+    ctl.role.synced = True
+    sync = asyncio.create_task(ctl.worker.full_sync())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not loads and not ctl.worker.judge_lock.locked()  # batches go on meanwhile
+    caught_up.set()
+    await asyncio.wait_for(sync, 5)
+    assert loads == [1]

@@ -93,9 +93,10 @@ class Worker:
 
         The first sync of a leadership holds the judge lock throughout: nothing is
         judged before the server's copies are known. Later ones (the periodic re-list,
-        CRDs back) read the server's copies and wait for their writes while batches go
-        on: at 10,000 pools that read and those writes stalled every claim change for up
-        to 17 s every --resync-interval. Only judging and handing over hold the lock."""
+        CRDs back) wait for the writer to catch up, read the server's copies and wait
+        for their writes while batches go on: at 10,000 pools that read and those writes
+        stalled every claim change for up to 17 s every --resync-interval. Only judging
+        and handing over hold the lock."""
         async with self.sync_lock:
             if not self.role.synced:
                 async with self.judge_lock:
@@ -103,6 +104,9 @@ class Worker:
                     tickets = await self._judge_all(await self._load())
                     await self._settle(tickets)
                 return
+            # Read once the writer has caught up: a list of every status object beside a
+            # backlog of writes only slows both on an API server that is already behind.
+            await self.writer.drain()
             before = await self._load()  # writes meanwhile are kept (Writer.load)
             async with self.judge_lock:
                 tickets = await self._judge_all(before)
