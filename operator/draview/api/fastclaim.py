@@ -1,7 +1,7 @@
 """A fast reader for ResourceClaims in the shape the API server serves nearly always.
 
 Validating a claim through the pydantic models (four to six models each, `mode="before"`
-validators among them) cost a tenth of the engine bench's streamed load: 50,000 claims.
+validators among them) is Python work per field, and a large cluster holds a claim per pod.
 This reader takes the v1/v1beta2 shape (requests with `exactly` or `firstAvailable`,
 constraints, allocation results, reservedFor) by hand, checking each value it keeps as
 strictly as the models would accept it. Anything else (v1beta1's flat requests,

@@ -118,7 +118,7 @@ _LAST_MAX = 4096
 def _same_as_last(kind: str, name: str, raw: Any, cache: Interner) -> Any:
     """What was read for the device of this name last time, when its raw value then
     equals this one; None otherwise. Device names repeat on every node of a kind (gpu-0,
-    gpu-0-mig-1g-5gb-0), and comparing two decoded values costs a third of encoding one
+    gpu-0-mig-1g-5gb-0), and comparing two decoded values is cheaper than encoding one
     for the `written` key. Only values read through the text-only paths are remembered,
     and a text equals nothing but an equal text, so == here means the same value (the
     1 == True of numbers cannot arise)."""

@@ -27,8 +27,8 @@ from draview.api.common import (
 
 class _Held:
     """Base of the slotted values the engine holds, one per device or slice: a million
-    of them at 65,000 nodes, where a pydantic model's `__dict__` of every field cost
-    several hundred bytes each. Each is validated as its pydantic `spec` (every coercion
+    of them at 65,000 nodes, where a pydantic model would add a `__dict__` of every field
+    and a fields-set to each. Each is validated as its pydantic `spec` (every coercion
     and error location stays the spec's) and then converted; the fast reader
     (api/fastslice.py) builds them directly."""
 
@@ -216,8 +216,8 @@ def any_binding_conditions(devices: Sequence[Device]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Device(_Held):
-    """A device as the allocator sees it after unwrapping `basic` / `composite` (128
-    bytes; as a pydantic model its `__dict__` alone was 464)."""
+    """A device as the allocator sees it after unwrapping `basic` / `composite` (slotted:
+    no per-instance `__dict__`)."""
 
     name: str
     attributes: dict[str, Any] = field(default_factory=dict)

@@ -83,9 +83,10 @@ def _attribute_of(value: Any) -> Typed | CelRuntimeError:
 
 class _Runner(celpy.InterpretedRunner):
     """celpy's interpreter, with the base activation (annotations and functions) built
-    once per program instead of on every evaluation, where it was a quarter of the
-    cost of a short selector. Safe to share: the evaluator clones it before binding the
-    context (`Evaluator.set_activation`) and never writes to it otherwise.
+    once per program instead of on every evaluation, where building it would be a
+    large part of the cost of a short selector. Safe to share: the evaluator clones it
+    before binding the context (`Evaluator.set_activation`) and never writes to it
+    otherwise.
 
     An expression in the shapes selectors use runs as closures (cel/compiled.py), given
     the same function table; `fast` is None for the rest, which celpy walks."""

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"draview analyze: {exc}", file=sys.stderr)
         return 2
     # The decoded dump and the models are millions of acyclic containers; the cyclic
-    # collector only re-walks them as the heap grows (3-4x the run time in bench/engine).
+    # collector would only re-walk them, again and again, as the heap grows.
     gc.disable()
     try:
         # Streamed: each object is normalised as soon as it is decoded, then dropped.

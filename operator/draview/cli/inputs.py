@@ -61,7 +61,7 @@ def _decode(text: str, pos: int, max_depth: int, depth: int = 1) -> tuple[Any, i
     # Nesting is never deeper than the number of containers, which the C string search
     # counts (brackets inside strings too: an upper bound). Items with few, such as
     # claims, need nothing more; larger ones (slices) are measured on their text, and
-    # walked only when that cannot tell (the walk was a fifth of the streamed load).
+    # walked only when that cannot tell (the walk visits every container).
     allowed = max_depth - depth + 1  # containers the value may nest
     if text.count("{", pos, end) + text.count("[", pos, end) > allowed:
         nesting = text_nesting(text, pos, end, allowed)

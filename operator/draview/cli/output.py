@@ -42,8 +42,8 @@ def dump(obj: Any, fmt: str) -> str:
 
 def write(obj: Any, fmt: str, stream: TextIO) -> None:
     """The same bytes as `dump`, written as they are produced. An indented json.dumps
-    joins millions of small pieces into one string; for a 208k-device analysis that was
-    a quarter of the process's peak memory."""
+    joins millions of small pieces into one string held beside the objects it encodes;
+    written in chunks, the output never exists whole in memory."""
     if fmt == "json":
         pieces: list[str] = []
         for piece in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(obj):
@@ -55,7 +55,7 @@ def write(obj: Any, fmt: str, stream: TextIO) -> None:
         stream.write("".join(pieces))
     elif isinstance(obj, dict) and list(obj)[-1:] == ["items"] and obj["items"]:
         # A List item by item: PyYAML builds a node for every value before it emits
-        # anything (1.8 GiB for the 208k-device analysis). A sequence under a mapping key
+        # anything (gigabytes for a large cluster's analysis). A sequence under a mapping key
         # is written without indentation, so each item dumped as a one-element sequence
         # is the very text it has inside the whole List (anchors aside: draview's
         # objects share no values, tests/unit check the bytes on every example).

@@ -66,8 +66,8 @@ class PendingClaimExplainer:
     """Remembers the last explanation sent per claim so each change is sent once.
 
     Explaining a claim searches every node (the allocator's own search), so a round's
-    cost is pending claims x devices: 12 s at 4,000 nodes with 1 % of claims pending,
-    which blocked the operator's event loop. So a round is skipped when nothing an
+    cost is pending claims x devices, seconds of CPU in a large cluster, which must not
+    hold the operator's event loop. So a round is skipped when nothing an
     explanation reads has changed since every due claim was explained (`version`), and
     stops after `budget` seconds, the rest of the claims explained in the next rounds
     (claims never explained first, then on from where the last round stopped). Claims
@@ -357,7 +357,7 @@ class SliceProblemReporter:
     def round(self, pools: Iterable[tuple[PoolResult, PoolSlices]]) -> Steps[list[SliceEvent]]:
         """Events not yet posted, for (result, pool_slices(result, …)) of every pool, or
         a function that makes that, called only for a pool with a problem (most have
-        none, and naming every device of every pool was most of a pass)."""
+        none, and naming every device of every pool would be most of a pass)."""
         wanted: dict[tuple[str, str], SliceEvent] = {}
         seen: set[PoolKey] = set()
         for i, (result, of) in enumerate(pools):

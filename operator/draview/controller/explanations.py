@@ -5,9 +5,9 @@ per new explanation, and only from the leader, behind the same fence as status w
 A round runs on the operator's event loop, in steps (explain/steps.py): after
 `STEP_SECONDS` of work it lets the loop run anything else that is ready (the Lease's
 renewal, watches, batches) before it goes on. Explaining one claim at 65,000 nodes is
-seconds of CPU, and preparing a round (every pool's status unpacked, every device
-indexed) was 5 s at 20,000 nodes in one piece: now only the pools judged since the last
-round are unpacked and indexed again (`CatalogSync`)."""
+seconds of CPU, and preparing a round from scratch (every pool's status unpacked, every
+device indexed) would grow with the cluster: only the pools judged since the last round
+are unpacked and indexed again (`CatalogSync`)."""
 
 from __future__ import annotations
 
@@ -92,9 +92,9 @@ class CatalogSync:
             self.catalog.drop(key)
             del self.stamps[key]
         # The catalog holds an object or more per device, all acyclic. Indexing many
-        # pools with the cyclic collector on, each full collection walked all of it (2.8 s
-        # at 20,000 nodes, the loop held meanwhile); so, as sync.long_lived does for the
-        # first sync, it is off meanwhile and what was made is then frozen out of its
+        # pools with the cyclic collector on, each full collection would walk all of it
+        # (seconds in a large cluster, the loop held meanwhile); so, as sync.long_lived
+        # does for the first sync, it is off meanwhile and what was made is then frozen out of its
         # generations (without a collection first: that would be such a walk).
         many = len(stale) >= FREEZE_AFTER
         was_on = gc.isenabled()

@@ -6,12 +6,13 @@ A re-list heals missed watch events: every listed object is applied (unchanged v
 are skipped by ingest), then what the store holds but the list did not name is deleted.
 The periodic re-list runs while the watch goes on, and a list's pages are all the
 snapshot of its start: an object the watch changed or deleted meanwhile is left to the
-watch, which is newer (applied from a later page, the older copy undid the change for
-good: a 10,000-slice claim churn during a re-list left 1,991 objects one change behind
-until a restart).
+watch, which is newer (applied from a later page, the older copy would undo the change
+for good: no later event comes to correct it).
 Lists come in pages, so that the raw objects never all exist at once. kopf lists each of
-its kinds before watching it and replays every object through a per-object worker: the
-same 55,000 objects twice at 5,000 nodes, about 40 % of the start-up CPU; hence our own.
+its kinds before watching it and replays every listed object through its per-object
+machinery, and the store needs a list of its own anyway (readiness, pruning): for kinds
+that number tens of thousands, kopf's replay would cost more than the list; hence our
+own list and watch.
 """
 
 from __future__ import annotations

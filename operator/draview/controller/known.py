@@ -1,17 +1,17 @@
 """What the server holds of each of draview's objects, kept small.
 
 The writer compares every judged object with what it last wrote (an unchanged world
-writes nothing) and sends only the difference. Kept as dicts, those copies were the
-largest part of the operator's memory after the pools themselves: a MIG pool's status is
-about 10 KB of dicts. Kept here as compact JSON, compressed with a dictionary learnt
-from the first objects written (packing.py): a fiftieth of that, and an unchanged object
-is recognised by comparing bytes, without building a dict.
+writes nothing) and sends only the difference. Kept as dicts, those copies would be the
+largest part of the operator's memory after the pools themselves (a MIG pool's status is
+many KB of dicts). Kept here as compact JSON, compressed with a dictionary learnt from
+the first objects written (packing.py): a small fraction of that, and an unchanged
+object is recognised by comparing bytes, without building a dict.
 
-The text is pydantic-core's encoding, a third of json.dumps's CPU (a sixth of the first
-full judgement went to encoding). It keeps each dict's own key order, so the same judged
-object is always the same bytes, but the server's copy (Go sorts map keys) may be spelled
-differently from ours: `Writer.put` then compares the two as values and, when they are
-equal, keeps ours, so a restart still writes nothing.
+The text is pydantic-core's encoding, cheaper than json.dumps (every judged object is
+encoded). It keeps each dict's own key order, so the same judged object is always the
+same bytes, but the server's copy (Go sorts map keys) may be spelled differently from
+ours: `Writer.put` then compares the two as values and, when they are equal, keeps
+ours, so a restart still writes nothing.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class Plain(dict[str, Any]):
 
 def _plain_bodies_as_they_are(api: client.ApiClient) -> None:
     """kubernetes_asyncio copies every request body through sanitize_for_serialization,
-    a Python walk over each value, before json.dumps encodes it: for a 16 KB status,
+    a Python walk over each value, before json.dumps encodes it: for a large status,
     more CPU than the encoding itself. A Plain body has nothing to convert and goes to
     the encoder as it is; every other body (Lease and Event models) is converted as
     before."""
@@ -66,15 +66,15 @@ def env_proxy(server: str) -> str | None:
 
 
 def _no_env_lookups(api: client.ApiClient) -> None:
-    """kubernetes_asyncio's session trusts the environment, so aiohttp looks up a proxy
-    and a ~/.netrc entry for every request, each in a worker thread: at 20,000 startup
-    writes that was ~7 % of the operator's CPU plus a thread hop per request. The proxy
-    is resolved once instead (connect); nothing here authenticates through netrc."""
+    """kubernetes_asyncio's aiohttp.ClientSession trusts the environment, so aiohttp
+    looks up a proxy and a ~/.netrc entry for every request, each in a worker thread: a
+    thread hop and a file read per status write. The proxy is resolved once instead
+    (connect); nothing here authenticates through netrc."""
     old = api.rest_client.pool_manager
     api.rest_client.pool_manager = aiohttp.ClientSession(
         connector=old.connector, trust_env=False, read_bufsize=2**21
     )
-    old.detach()  # the new session owns the connector now
+    old.detach()  # the new ClientSession owns the connector now
 
 
 def kopf_login(api: client.ApiClient) -> kopf.ConnectionInfo:
@@ -159,7 +159,8 @@ async def list_pages(
     listed: dict[str, str] | None = None,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """Every object of a kind, one page at a time: a caller that digests each page before
-    asking for the next never holds the whole raw list (50k claims are ~0.5 GiB decoded).
+    asking for the next never holds the whole raw list (a large cluster's claims, decoded,
+    are gigabytes).
     `listed` receives the list's resourceVersion (every page is of one snapshot), from
     which a watch goes on.
 

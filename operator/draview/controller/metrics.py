@@ -110,7 +110,7 @@ class PoolSeries:
         names: list[tuple[str, str]] = []
         texts: list[str] = []
         # One pass in C per counter (map, itemgetter): a MIG pool has hundreds, and this
-        # runs for every pool judged (5 % of a first full judgement with a generator).
+        # runs for every pool judged.
         for cs in status.get("counterSets", ()):
             set_name, counters = cs["name"], cs["counters"]
             names.extend(zip(itertools.repeat(set_name), counters))

@@ -2,11 +2,11 @@
 
 The writer remembers every object it wrote (known.py) and the reconciler every pool's
 status bodies (for explanations): at 65,000 nodes 140,000 texts of a few KB each, each
-compressed on its own. On its own a 3.4 KB status compressed with zlib to about 790 B
-and cost 41 µs of CPU at level 1, a twelfth of the first full judgement. Those texts
-repeat the same keys, condition types, driver, device and attribute names: zstd with a
-dictionary learnt from a sample of them makes about 200 B in about 3 µs (measured on the
-4,364 objects of the 2,000-node simulated world, bench/sim).
+compressed on its own. One small text alone gives a compressor little to share, so zlib
+keeps much of it and spends its CPU searching. These texts repeat one another's keys,
+condition types, driver, device and attribute names: zstd with a dictionary learnt from
+a sample of them makes each a fraction of zlib's size in a fraction of its time (figures:
+bench/HISTORY.md).
 
 The dictionary is learnt once, from the first texts packed (the first full sync's, or
 the list's after a restart), so it knows the cluster's own names. Texts packed before

@@ -71,9 +71,9 @@ class Judgement:
 
 @dataclass(frozen=True, slots=True)
 class _Packed:
-    """A judged pool's status bodies, pickled and compressed: as dicts they were most of
-    what the operator kept per pool (a MIG pool's, 80 KB). Only explanations of pending
-    claims read them again."""
+    """A judged pool's status bodies, pickled and compressed: as dicts they would be
+    most of what the operator keeps per pool (tens of KB for a MIG pool). Only
+    explanations of pending claims read them again."""
 
     slices: tuple[ResourceSlice, ...]
     blob: bytes
@@ -121,8 +121,8 @@ def _lean(result: PoolResult) -> PoolResult:
     next judgement reuses them), the allocations, errors and conditions."""
     conditions = _CONDITIONS.share(result.status.get("conditions", []))
     status = cast(PoolStatusBody, {"conditions": conditions})
-    # Built directly: dataclasses.replace walks the fields each time (it was about 1 % of a
-    # first full judgement's CPU).
+    # Built directly: dataclasses.replace walks the fields each time, and this runs for
+    # every pool judged.
     return PoolResult(
         key=result.key,
         pool=result.pool,
@@ -148,7 +148,7 @@ class Reconciler:
         self._assumed = AssumedNodes()
         # The latest judgement of each pool, lean (_lean); its status bodies in _packed,
         # kept only when claim events are on: explanations are their only reader, and
-        # packing them is a tenth of a first judgement's CPU (and 1.3 KB a pool).
+        # packing them costs CPU on every judgement and memory for every pool.
         self.results: dict[PoolKey, PoolResult] = {}
         self._packed: dict[PoolKey, _Packed] = {}
         self._keep_bodies = settings.claim_events

@@ -24,14 +24,12 @@ log = logging.getLogger("draview")
 def long_lived() -> Iterator[None]:
     """For work that allocates what the process will hold for good, all of it acyclic
     (the initial list, the first full sync): without the cyclic collector re-walking it
-    as the heap grows (the list of 5,000 slices and 50,000 claims took half as long; at
-    65,000 nodes full collections during the first sync were a third of its CPU), then
-    moved out of the collector's generations for good.
+    as the heap grows (each full collection walks everything built so far, and finds
+    nothing to free), then moved out of the collector's generations for good.
 
     Frozen without a collection first (as explanations.py freezes its catalog): that
-    collection walked everything the work built, 6.5 % of a first full judgement's CPU
-    at 10,000 nodes, and found nothing to free (0 unreachable objects after the list
-    and the first sync of 2,000 and 5,000 simulated nodes). What a failed attempt
+    collection would walk everything the work built and find nothing to free, since
+    what a successful list and sync build holds no cycles. What a failed attempt
     leaves in cycles is collected after that attempt (startup.until_done)."""
     gc.disable()
     try:

@@ -1,9 +1,9 @@
 """Watch a kind from the resourceVersion of our own list.
 
-The store is filled by one paged list and kept current by this watch. kopf used to watch
-these kinds too, and every kopf watch lists everything first and replays each object
-through a per-object worker: the same 55,000 objects listed twice at 5,000 nodes, about
-40 % of the start-up CPU (bench/operator/README.md).
+The store is filled by one paged list and kept current by this watch. A kopf watch
+lists everything first and replays each object through its per-object machinery, so
+watching these kinds with kopf would list them twice at start and run tens of thousands
+of objects through that replay (measured: bench/HISTORY.md, "one listing at start").
 """
 
 from __future__ import annotations

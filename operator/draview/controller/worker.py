@@ -94,9 +94,9 @@ class Worker:
         The first sync of a leadership holds the judge lock throughout: nothing is
         judged before the server's copies are known. Later ones (the periodic re-list,
         CRDs back) wait for the writer to catch up, read the server's copies and wait
-        for their writes while batches go on: at 10,000 pools that read and those writes
-        stalled every claim change for up to 17 s every --resync-interval. Only judging
-        and handing over hold the lock."""
+        for their writes while batches go on: in a large cluster that read and those writes
+        take many seconds, and claim changes must not wait behind them. Only judging and
+        handing over hold the lock."""
         async with self.sync_lock:
             if not self.role.synced:
                 async with self.judge_lock:
@@ -142,8 +142,8 @@ class Worker:
         tickets: list[Ticket] = []
         try:
             # A chunk at a time, judged while the chunk before is written: every pool's
-            # objects at once were the operator's peak memory (all status bodies of the
-            # cluster, as dicts, at 65,000 nodes: GBs).
+            # objects at once would be the operator's peak memory (all status bodies of the
+            # cluster, as dicts: gigabytes at 65,000 nodes).
             while remaining:
                 chunk = list(itertools.islice(remaining, SYNC_CHUNK))
                 desired, removed = await self.reconciler.compute_in_steps(chunk)
@@ -171,8 +171,8 @@ class Worker:
         """Pools a full sync need not judge again: judged before, nothing they read has
         changed since (a change marks them dirty), and the server still holds every
         object of theirs as written (load() keeps our copy of an object that did not
-        change). A periodic re-list of an unchanged cluster then judges nothing: at 20,000
-        nodes it judged every pool, 20 s of CPU every --resync-interval."""
+        change). A periodic re-list of an unchanged cluster then judges nothing, rather than
+        every pool every --resync-interval."""
         known, results, broken = self.writer.known, self.reconciler.results, self.reconciler.broken
         return {
             key

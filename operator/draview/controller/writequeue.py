@@ -2,9 +2,9 @@
 work queue of keys (an object out for writing is never handed out again until it is done).
 
 The worker judges a batch and hands its objects over without waiting for them to be
-written, so that the next batch is judged while this one's requests are in flight: waiting
-made a change that arrived during a batch's writes wait for all of them and an interval
-more (3.3 s at p95 at 10,000 slices under 100 changes a second). What keeps that safe:
+written, so that the next batch is judged while this one's requests are in flight:
+waiting would make a change that arrives during a batch's writes wait for all of them
+and an interval more. What keeps that safe:
 
 - one write per object at a time: its requests, and what the writer learns from them,
   stay in order;

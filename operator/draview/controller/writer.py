@@ -46,7 +46,7 @@ MAX_PAUSE = 10.0
 REQUEST_TIMEOUT = 30.0
 # Objects waiting or in flight before a hand-over waits for room: about a full-sync
 # chunk's (500 pools), so that judging runs at most a chunk ahead of the writes and the
-# bodies held stay bounded (at 65,000 nodes every pool's at once were GBs).
+# bodies held stay bounded (every pool's at once would be gigabytes at 65,000 nodes).
 MAX_PENDING = 1000
 # What a write can fail with (other than the fence): each is one object's failure.
 REQUEST_ERRORS = (TimeoutError, ApiException, OSError, aiohttp.ClientError)
@@ -62,12 +62,12 @@ def obj_key(obj: dict[str, Any]) -> ObjKey:
 
 async def _send(verb: str, fn: Any, *args: Any, want_body: bool = False, **kw: Any) -> bytes:
     """One request. Its response is never decoded here (the writer rarely needs it, and
-    at 20,000 writes decoding every returned object was measurable CPU) but always read
-    to its end: aiohttp closes a connection released with part of a body unread, and
-    an object's status returned is often larger than what arrives with the headers, so
-    skipping the read cost a new TLS connection for most writes (34 of 50 at 8 KB; the
-    API server then spent 3-6 % of its CPU on handshakes). Requests carry draview as
-    their field manager, so managedFields name who wrote what."""
+    decoding every returned object is CPU spent on every write) but always read to its
+    end: aiohttp closes a connection released with part of a body unread, and an
+    object's status returned is often larger than what arrives with the headers, so
+    skipping the read would cost a new TLS connection, and the API server a handshake,
+    for most writes. Requests carry draview as their field manager, so managedFields
+    name who wrote what."""
     if verb not in ("delete", "get"):  # only writes other than deletes take one
         kw["field_manager"] = FIELD_MANAGER
     resp = await fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kw)
@@ -125,7 +125,7 @@ class Writer:
         # by what is blocked; /readyz reports them. Cleared by the next success there.
         self.blocked: dict[str, str] = {}
         # The API server could not be reached at all: said once per outage, not once per
-        # object (an outage during a first sync at 5,000 pools was 1,500 warnings).
+        # object (an outage during a first sync would be a warning per object in flight).
         self.unreachable = False
         # Objects whose server copy may differ from `known`: a write of theirs failed, and
         # it may have landed all the same (a timeout, a connection lost after sending).
@@ -153,8 +153,8 @@ class Writer:
     async def load(self) -> None:
         """Learn what the server holds (startup, leadership, periodic re-list).
 
-        In pages, keeping only what `put` compares: at 5,000 pools an unpaged list is
-        10,000 objects decoded at once, managedFields and all, on every re-list. An
+        In pages, keeping only what `put` compares: an unpaged list would be two objects
+        a pool decoded at once, managedFields and all, on every re-list. An
         object that holds what we knew keeps our copy, so that a re-list of an unchanged
         world does not build a second copy of every status.
 
@@ -229,11 +229,10 @@ class Writer:
     async def _create(self, key: ObjKey, obj: dict[str, Any]) -> str | None:
         """Create, then set the status: the status subresource ignores status on create.
         Replacing the status at the version the create returned costs the API server
-        less than a merge patch, which it must apply to the stored object first
-        (measured: 5.3 against 6.8 ms of its CPU per new object). A merge patch is the
-        fallback when the version is unknown, or when an older RBAC grants patch but not
-        update on the status (403). Returns the object's resourceVersion after the
-        status write (None: unknown)."""
+        less than a merge patch, which it must apply to the stored object first (encode
+        it, merge, decode the result). A merge patch is the fallback when the version is
+        unknown, or when an older RBAC grants patch but not update on the status (403).
+        Returns the object's resourceVersion after the status write (None: unknown)."""
         plural = key[0]
         body = Plain((k, obj[k]) for k in ("apiVersion", "kind", "metadata", "spec"))
         try:

@@ -25,7 +25,7 @@ def object_bytes(obj: Any) -> int:
     """Size of the object as JSON on the wire, encoded as kubernetes_asyncio encodes a
     request body (json.dumps with its defaults). Those escape every non-ASCII character,
     so the text's length is its size in bytes; and the status objects hold no cycles, so
-    the encoder need not look for them (the same text, a tenth sooner)."""
+    the encoder need not look for them (the same text, sooner)."""
     return len(json.dumps(obj, check_circular=False))
 
 
@@ -40,7 +40,7 @@ def surely_fits(compact_bytes: int, max_bytes: int) -> bool:
 
 def fits(obj: Any, max_bytes: int) -> bool:
     """object_bytes(obj) <= max_bytes, measured exactly only near the budget: the compact
-    text of pydantic-core takes a third of json.dumps's time, and for ASCII text (its
+    text of pydantic-core is much cheaper than json.dumps's, and for ASCII text (its
     length then is object_bytes' count without the spaces) surely_fits decides. Text
     that is no UTF-8 (a lone surrogate, read from an input file's escape) is measured
     as json.dumps escapes it."""

@@ -29,8 +29,8 @@ MAX_NAME = 253
 
 # Both are asked several times per pool in one judgement (the full sync's order, the
 # previous conditions, the pool's objects and each slice's labels): a hash each time
-# was a few percent of a first full judgement. Bounded: pools are judged in order, so
-# the repeats of one pool come close together.
+# would be paid several times over for every pool judged. Bounded: pools are judged
+# in order, so the repeats of one pool come close together.
 @lru_cache(maxsize=8192)
 def pool_hash(driver: str, pool: str) -> str:
     return hashlib.sha256(f"{driver}/{pool}".encode()).hexdigest()[:10]

@@ -151,7 +151,7 @@ class _ByMap(Generic[V]):
 # A counter set: its counter names, totals and status rows (sorted, rendered).
 _ParsedSet = tuple[frozenset[str], list[tuple[CounterKey, Quantity]], list[SetRow]]
 # By counter set name and map: what one allocation debits (a parsed list per device
-# was most of a MIG pool's memory), and the parsed sets themselves.
+# would be most of a MIG pool's memory), and the parsed sets themselves.
 _SHARED_DEBITS: _ByMap[list[tuple[CounterKey, Quantity]]] = _ByMap()
 _SHARED_SETS: _ByMap[_ParsedSet] = _ByMap()
 
@@ -278,7 +278,7 @@ class _PoolParser:
     def device(self, slice_name: str, dev: Device) -> None:
         p = self.pool
         # Most devices of a large cluster (whole GPUs, NICs) consume no counters: no
-        # debits are asked for them (this method was a tenth of a first full judgement).
+        # debits are asked for them (this method runs for every device of every judgement).
         debits = self.debits(dev, slice_name) if dev.consumes_counters else None
         if debits:
             p.counted.append((dev.name, debits))

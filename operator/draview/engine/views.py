@@ -142,7 +142,7 @@ def candidates(flat: Sequence[FlatSlice], nodes: Sequence[NodeInfo] | None) -> l
 
 def _labels_of(nodes: Sequence[NodeInfo] | None) -> Mapping[str, Mapping[str, str]]:
     """Every node's labels by name. Assumed nodes carry none: mapping a thousand of them
-    again for each of a thousand pools was a tenth of the engine bench's compute."""
+    again for each of a thousand pools would be a million lookups for nothing."""
     if isinstance(nodes, NodeGroups):
         return nodes.labels_of
     if nodes is None or isinstance(nodes, AssumedNodes):

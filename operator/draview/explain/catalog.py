@@ -1,8 +1,8 @@
 """What explanations of pending claims read of every judged pool, kept up to date a pool
 at a time: the pools with their status bodies, their devices indexed (DeviceIndex), the
 pools each node gathers (GatherIndex) and the pools whose slices disagree on
-resourceSliceCount. Built from scratch for every round, that was about 5 s at 20,000
-nodes; the operator puts only the pools judged since its last round."""
+resourceSliceCount. Built from scratch for every round, it would cost as much as the
+cluster is large; the operator puts only the pools judged since its last round."""
 
 from __future__ import annotations
 
