@@ -22,7 +22,7 @@ test-fidelity: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider -o testpaths=tests/fidelity tests/fidelity
 
 # Builds (cached in ~/.cache/draview-cluster) and starts the local control plane; the
-# session fixture in tests/kubecluster.py stops it again when it started it.
+# run-wide fixture in tests/kubecluster.py stops it again when it started it.
 # hadolint, helm lint/template, manifest freshness, promtool rule tests, shellcheck; installs
 # what it misses (prometheus and shellcheck from Debian, helm from its Go module, cached).
 deploy-checks:

@@ -1,11 +1,12 @@
 """pytest plugin: a real Kubernetes control plane for the tests that need one.
 
-The session-scoped fixture ``kube_cluster`` starts the local control plane with
-``e2e/cluster/up`` (building it first when needed) and stops it with ``e2e/cluster/down``
-at the end of the session. When ``$KUBECONFIG`` is set it uses that cluster instead (for
-example kind) and leaves it alone; kubectl then comes from ``$DRAVIEW_KUBECTL`` or PATH.
-``DRAVIEW_CLUSTER_KEEP=1`` keeps a cluster this session started running afterwards, and a
-control plane that was already running when the session began is never stopped.
+The fixture ``kube_cluster``, set up once per pytest run, starts the local control plane
+with ``e2e/cluster/up`` (building it first when needed) and stops it with
+``e2e/cluster/down`` at the end of the run. When ``$KUBECONFIG`` is set it uses that
+cluster instead (for example kind) and leaves it alone; kubectl then comes from
+``$DRAVIEW_KUBECTL`` or PATH. ``DRAVIEW_CLUSTER_KEEP=1`` keeps a cluster this run started
+running afterwards, and a control plane that was already running when the run began is
+never stopped.
 
 The function-scoped fixture ``kube_namespace`` gives a test its own namespace and removes
 it, with the test's pods, afterwards (there is no kubelet: pods bound to the fake nodes
@@ -198,7 +199,7 @@ def _free_port() -> int:
 
 @contextmanager
 def side_cluster(release: str, state_dir: Path, gates: str = "all") -> Iterator[KubeCluster]:
-    """A second control plane of `release` beside the session's, on ports of its own and
+    """A second control plane of `release` beside the test run's, on ports of its own and
     with its own state, stopped afterwards (`gates`: all, or the release's defaults).
     Releases draview refuses are allowed here: tests start them to see the refusal."""
     env = {
@@ -265,7 +266,7 @@ def _start_local_cluster() -> KubeCluster:
 
 @pytest.fixture(scope="session")
 def kube_cluster() -> Iterator[KubeCluster]:
-    """The cluster for this session (see the module docstring)."""
+    """The cluster for this pytest run (see the module docstring)."""
     external = os.environ.get("KUBECONFIG")
     if external:
         yield KubeCluster(kubeconfig=external, kubectl=_kubectl_for(external))

@@ -50,7 +50,7 @@ _clock = time.perf_counter
 DEFAULT_INPUT = OUT / "world.json"
 DEFAULT_JSON = OUT / "engine-result.json"
 
-# Issue 19's targets: full compute / decode floor with the collector on and off, peak
+# The targets: full compute / decode floor with the collector on and off, peak
 # RSS, and one pool after a claim change (median; the p99 bound is this bench's own).
 TARGET_RATIO_ON = 2.0
 TARGET_RATIO_OFF = 3.0

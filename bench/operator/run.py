@@ -1,4 +1,4 @@
-"""Operator benchmark against a real API server (project issue 4, item 9).
+"""Operator benchmark against a real API server (bench/operator/README.md).
 
 Phases:
 
@@ -865,7 +865,7 @@ def write_rate(extra: list[str]) -> tuple[float, int]:
 
 
 def write_floor(conv: dict[str, Any], extra: list[str]) -> dict[str, Any]:
-    """Issue 19 point 2: the shortest convergence --qps/--burst allow for the writes it
+    """The write floor: the shortest convergence --qps/--burst allow for the writes it
     took (the burst goes at once, the rest at qps), and the measured time over it."""
     qps, burst = write_rate(extra)
     floor = max(0.0, conv["writes_at_convergence"] - burst) / qps

@@ -181,14 +181,14 @@ class LoopWatch:
 def watch_rounds(ctl: Controller, watch: LoopWatch) -> list[dict[str, Any]]:
     """Each round of explanations that explained something: wall and CPU seconds (CPU
     of the whole process meanwhile: other tasks run during a round's yields), the
-    explanations made (claims that ask for the same devices share one since session
-    10) and the claims with an explanation after it; the loop watch is told when one
+    explanations made (claims that ask for the same devices share one since bc3dc7b,
+    2026-11-25) and the claims with an explanation after it; the loop watch is told when one
     runs."""
     rounds: list[dict[str, Any]] = []
     expl = ctl.explanations
     explainer = expl.explainer.explainer
     calls = [0]
-    # Session 10 explains in steps; before, in one call.
+    # Explained in steps since bc3dc7b (2026-11-25); before, in one call.
     method = "explain_steps" if hasattr(explainer, "explain_steps") else "explain"
     explain, pending, slices = (
         getattr(explainer, method),
@@ -226,8 +226,8 @@ def watch_rounds(ctl: Controller, watch: LoopWatch) -> list[dict[str, Any]]:
 def watch_steps() -> list[float]:
     """The longest the explanations held the loop between two of their yields to it
     (controller/explanations.run_steps, timed the same way), in wall and in CPU seconds;
-    [0.0, 0.0] before session 10, which ran a round in one piece (the loop watch sees it
-    whole)."""
+    [0.0, 0.0] before bc3dc7b (2026-11-25), which ran a round in one piece (the loop
+    watch sees it whole)."""
     from draview.controller import explanations
 
     longest = [0.0, 0.0]
@@ -439,7 +439,7 @@ def run(
 ) -> dict[str, Any]:
     """`explain`: run the explanations every that many seconds (None: claim events off);
     `classes`: list the DeviceClasses (without, every explanation stops at "DeviceClass
-    not found", as before session 10)."""
+    not found", as before bc3dc7b)."""
     w, ctl = controller(interval, explain, classes)
     phases = Phases()
     base = rss_mib()

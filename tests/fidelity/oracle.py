@@ -29,7 +29,7 @@ def oracle_binary(release: str | None = None) -> Path:
     release of e2e/releases) and return its path.
 
     The build script is the one place that knows the pin and the cache layout; it does
-    nothing when the sources are unchanged, so calling this per test session is cheap.
+    nothing when the sources are unchanged, so calling this once per test run is cheap.
     """
     proc = subprocess.run(
         [str(BUILD_SCRIPT), *([release] if release else [])],

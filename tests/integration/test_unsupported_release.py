@@ -1,5 +1,5 @@
 """A cluster draview cannot judge, for real: a Kubernetes 1.33 API server (no
-resource.k8s.io/v1) built and started beside the session's control plane.
+resource.k8s.io/v1) built and started beside the test run's control plane.
 
 The operator must say so in one error line, keep /healthz ok and answer /readyz with the
 reason (so the pod is reported not ready instead of restarted in a loop), and exit

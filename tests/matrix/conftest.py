@@ -1,5 +1,5 @@
 """The live smoke of one release: the local control plane of DRAVIEW_K8S_VERSION (default:
-the default release of e2e/releases), built and started by the session fixture."""
+the default release of e2e/releases), built and started once for the whole run."""
 
 import sys
 from pathlib import Path

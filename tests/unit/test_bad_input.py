@@ -1,5 +1,6 @@
-"""Every damaged input the fuzzing of issue 13 found: no traceback, no crash, exit 0 or 2
-as documented, and a taken device stays taken. Each of these failed before the fix."""
+"""Every damaged input the fuzzing found (test_fuzz_inputs.py, bench/fuzz): no traceback,
+no crash, exit 0 or 2 as documented, and a taken device stays taken. Each of these failed
+before the fix."""
 
 from __future__ import annotations
 

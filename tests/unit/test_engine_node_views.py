@@ -1,5 +1,6 @@
-"""The allocator's rules that the pool-wide reading got wrong, one test each (issue 11's
-classes of disagreement, and what the differential tests found since)."""
+"""The allocator's rules that the pool-wide reading got wrong, one test each (the
+classes of disagreement found when pools were first judged per node, and what the
+differential tests found since)."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Structural fuzzing of `draview analyze` on every example (issue 13).
+"""Structural fuzzing of `draview analyze` on every example (bench/fuzz runs it longer).
 
 Each run damages one object of one example (wrong types, missing fields, huge and
 negative numbers, absurd quantities, odd Unicode) or the text of a whole example
