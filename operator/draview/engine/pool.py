@@ -149,13 +149,8 @@ class _PoolComputation:
         self.by_device = by_device
         self.rules = rules
         self.options = options
-        self.alloc = AllocatedState.of(
-            (r for refs in by_device.values() for r in refs),
-            prepared.rules.shareable,
-            prepared.rules.shares_debit_once,
-            prepared.rules.shares_debit_counters,
-            prepared.rules.shares_skip_counter_check,
-            prepared.rules.capacity_recheck_own_device,
+        self.alloc = AllocatedState.for_rules(
+            (r for refs in by_device.values() for r in refs), prepared.rules
         )
         self.in_use = self.alloc.held() & by_device.keys()
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a

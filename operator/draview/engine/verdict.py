@@ -110,6 +110,18 @@ class AllocatedState:
                         into[name] = into[name] + q if name in into else q
         return st
 
+    @classmethod
+    def for_rules(cls, refs: Iterable[AllocRef], rules: Rules) -> AllocatedState:
+        """`of` with what the profile's scheduler makes of shares."""
+        return cls.of(
+            refs,
+            rules.shareable,
+            rules.shares_debit_once,
+            rules.shares_debit_counters,
+            rules.shares_skip_counter_check,
+            rules.capacity_recheck_own_device,
+        )
+
     def used(self, name: str) -> bool:
         """Any non-admin result holds the device."""
         return name in self.dedicated or name in self.shared or name in self.capacity

@@ -57,6 +57,18 @@ class BudgetExceeded(Exception):
     """The search took more steps than allowed; its answer is unknown."""
 
 
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One device of a solution, as the allocator's result names it: `request` is
+    `name` or `request/subrequest`; `share` what a share of a shareable device takes
+    (None for a whole device)."""
+
+    device: SearchDevice
+    request: str
+    admin_access: bool
+    share: Mapping[str, Quantity] | None
+
+
 @dataclass(slots=True)
 class _Request:
     name: str
@@ -121,8 +133,12 @@ class NodeSearch:
         budget: int = 200_000,
         rules: Rules = DEFAULT_RULES,
         chooser: Chooser | None = None,
+        max_results: int = MAX_RESULTS,
     ) -> None:
-        """`chooser`: the walk order where the allocator walks pools in map order."""
+        """`chooser`: the walk order where the allocator walks pools in map order;
+        `max_results`: how many results the claim may hold (a Pod's claims searched as
+        one claim hold that many each: explain/fit.py)."""
+        self.max_results = max_results
         self.claim = claim
         self.chooser = chooser
         self.rules = rules
@@ -140,6 +156,7 @@ class NodeSearch:
         # Compatibility groups open per pool and counter set (engine/compat.py).
         self.groups: dict[tuple[str, str], dict[str, Intersection]] = {}
         self.results: list[SearchDevice] = []
+        self.picks: list[Pick] = []  # `results` as the allocator's result names them
         self.constraints = _constraints(claim, cel, rules)
 
     # -- Allocate ------------------------------------------------------------------------
@@ -156,7 +173,7 @@ class NodeSearch:
                 minimum += least or 0
             elif req.choices:
                 minimum += self._validate((ri, 0), req.choices[0], None).num
-        if minimum > MAX_RESULTS:
+        if minimum > self.max_results:
             raise SearchError(f"{minimum} devices requested, more than a claim holds")
         try:
             done = self._one(0, 0, 0, False, ORIGIN)
@@ -229,7 +246,7 @@ class NodeSearch:
             return False
         if di >= data.num:
             return self._one(ri + 1, 0, 0, False, ORIGIN)
-        if len(self.results) + data.num - di > MAX_RESULTS:
+        if len(self.results) + data.num - di > self.max_results:
             raise _MaxSize
         if data.all_devices is not None:
             d, pool = data.all_devices[di]
@@ -402,11 +419,14 @@ class NodeSearch:
             # else 1.34: allocateDevice returns with the device still marked as being
             # allocated, in the constraints and in the counters.
             return None
+        share = None
         if multi:
             share = taken(dev, data.capacities, self.rules.fractional_capacity_range)
             self._add_share(d, share, +1)
-            undo.append(lambda: self._add_share(d, share, -1))
+            undo.append(partial(self._add_share, d, share, -1))
+        label = f"{data.parent}/{data.name}" if data.parent else data.name
         self.results.append(d)
+        self.picks.append(Pick(d, label, data.choice.admin_access, share))
         undo.append(self._drop_last)
         return rollback
 
@@ -485,6 +505,7 @@ class NodeSearch:
         return True if self.counters.reserve(d, pool) else None
 
     def _drop_last(self) -> None:
+        self.picks.pop()
         self.results.pop()  # undone in reverse order of allocation, as backtracking does
 
     def _add_share(self, d: SearchDevice, share: Mapping[str, Quantity], sign: int) -> None:

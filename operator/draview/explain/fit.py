@@ -1,0 +1,756 @@
+"""How many copies of a workload fit: placed one after another, as the scheduler places
+Pods arriving one at a time, each copy on top of the allocations of those before, a
+Pod's claims all on one node (one Allocate call for all of them).
+
+Every copy is found by the port of the allocator's search (explain/search.py) on every
+node, as the scheduler's Filter runs it; the scheduler then picks one of the nodes that
+fit by scores DRA does not decide. So the answer is a range over every such choice:
+
+- Nodes are grouped by the pools that hold devices the workload's selectors match (or
+  fail on): a copy placed on one node changes nothing for a node of another group. A
+  node that shares no such pool with another is a group of its own, and its copies are
+  one chain of searches.
+- Within a group of several nodes (network-attached or multi-node pools), every state
+  reachable by some choice of nodes is explored, breadth first (states are the sets of
+  devices taken, so choices that lead to the same devices are explored once).
+- Where the profile's allocator walks pools in map order (1.34, 1.35), each search is
+  run over every walk order, and every distinct solution is a possible next state; where
+  slices of a pool disagree on resourceSliceCount, over every count the list can make
+  the allocator trust.
+- An attempt that ends in an error on any node (a CEL runtime error, allocationMode All
+  over an incomplete pool...) aborts: no later copy is placed.
+
+From what each group can reach, `copies` is what fits whatever the placement and
+`max_copies` what the luckiest placement fits. The search budget counts node searches
+(one Allocate call each); when it ends first, `copies` is still a proven lower bound and
+`max_copies` is unknown (`bounded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import islice, product
+
+from draview.api.claims import AllocationResult, Constraint, Request, ResourceClaim
+from draview.api.taints import DeviceClass
+from draview.api.workload import Workload
+from draview.api.world import World
+from draview.cel import CelEngine
+from draview.engine.allocations import index_allocations
+from draview.engine.model import AllocRef, EngineOptions, PoolKey
+from draview.engine.pool import PoolResult
+from draview.engine.rules import Rules, as_read, refusal, rules_for
+from draview.engine.verdict import AllocatedState
+from draview.engine.world import compute_world
+from draview.explain.allocatable import MAX_COMBINATIONS
+from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous, node_pools
+from draview.explain.index import DeviceIndex
+from draview.explain.model import ClaimExplanation
+from draview.explain.orders import Chooser, NeedChoice, relevance
+from draview.explain.search import MAX_RESULTS, BudgetExceeded, NodeSearch, Pick, SearchError
+from draview.explain.why import Explainer
+
+# Node searches (one Allocate call on one node each) one question may spend.
+FIT_BUDGET = 20_000
+# Steps one node search may take (explain/search.py), as `why` allows.
+SEARCH_STEPS = 200_000
+
+NodeName = str | None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Taken:
+    """One device result of one copy: what the state after the copy holds."""
+
+    driver: str
+    pool: str
+    device: str
+    request: str  # as the allocator names it in the merged claim (see _Merged)
+    admin_access: bool = False
+    shared: bool = False  # a share of a shareable device
+    consumed: tuple[tuple[str, str], ...] = ()  # consumedCapacity of a share
+
+
+# The devices taken by the copies placed so far, sorted: copies are interchangeable,
+# so two placements that took the same devices are the same state.
+State = tuple[int, tuple[Taken, ...]]  # (copies, taken)
+START: State = (0, ())
+
+
+@dataclass(frozen=True, slots=True)
+class FitDevice:
+    """A device the first copy gets, as its claim's allocation result names it."""
+
+    claim: str
+    request: str
+    driver: str
+    pool: str
+    device: str
+    consumed: tuple[tuple[str, str], ...] = ()
+    admin_access: bool = False
+
+
+@dataclass(slots=True)
+class NodeFit:
+    """What one node alone takes: the copies it fits with no copy on any other node."""
+
+    name: NodeName
+    copies: int
+    max_copies: int | None
+    bounded: bool = False
+    devices: tuple[FitDevice, ...] = ()  # of its first copy
+    devices_vary: bool = False  # the walk order decides which (1.34, 1.35)
+    error: str = ""  # an error that aborts the attempt on this node
+
+
+@dataclass(slots=True)
+class FitResult:
+    workload: str
+    copies: int  # fit whatever the placement; a lower bound when `bounded`
+    max_copies: int | None  # fit by the luckiest placement; None when `bounded`
+    bounded: bool
+    count: int | None
+    nodes: list[NodeFit] = field(default_factory=list)
+    stopped: str = ""  # count | unallocatable | aborts | budget
+    blocker: str = ""  # what keeps copy copies+1 out, in `why`'s words
+    blocked: list[ClaimExplanation] = field(default_factory=list)
+    first_node: NodeName = None  # where the first copy goes when the first node is taken
+    first: tuple[FitDevice, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    searches: int = 0
+
+    @property
+    def placement_dependent(self) -> bool:
+        return self.max_copies is None or self.max_copies != self.copies
+
+
+class FitError(ValueError):
+    """The workload cannot be asked about this world (an unknown DeviceClass...)."""
+
+
+# -- the claims of one copy, searched as one ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    """A Pod's claims as one claim for one Allocate call: request names prefixed with
+    their claim's index when there are several (`c0-gpu`), constraints with their
+    requests named, so each still applies to its own claim's requests."""
+
+    claim: ResourceClaim
+    names: tuple[str, ...]  # each merged claim's name
+    several: bool
+
+    def owner(self, request: str) -> tuple[str, str]:
+        """(claim name, request as that claim names it) of a merged request name."""
+        if not self.several:
+            return self.names[0], request
+        head, _, rest = request.partition("-")
+        return self.names[int(head[1:])], rest
+
+
+def _merge(claims: Sequence[ResourceClaim]) -> _Merged:
+    names = tuple(c.name for c in claims)
+    if len(claims) == 1:
+        return _Merged(claims[0], names, False)
+    requests: list[Request] = []
+    constraints: list[Constraint] = []
+    for ci, c in enumerate(claims):
+
+        def renamed(name: str, ci: int = ci) -> str:
+            return f"c{ci}-{name}"
+
+        requests.extend(r.model_copy(update={"name": renamed(r.name)}) for r in c.requests)
+        own = tuple(renamed(r.name) for r in c.requests)
+        for k in c.constraints:
+            named = tuple(renamed(n) for n in k.requests) if k.requests else own
+            constraints.append(k.model_copy(update={"requests": named}))
+    merged = ResourceClaim(
+        uid="fit-pod",
+        namespace=claims[0].namespace,
+        name=claims[0].name,
+        requests=tuple(requests),
+        constraints=tuple(constraints),
+    )
+    return _Merged(merged, names, True)
+
+
+# -- one node's searches ------------------------------------------------------------------
+
+# One outcome of one node's Allocate call: ("ok", devices) | ("no", ()) | ("error", msg)
+# | ("unknown", ()) when its search ran out of steps.
+Outcome = tuple[str, tuple[Taken, ...] | str]
+
+
+def _taken(picks: Sequence[Pick]) -> tuple[Taken, ...]:
+    out = []
+    for p in picks:
+        d = p.device
+        consumed = tuple(sorted((k, str(q)) for k, q in (p.share or {}).items()))
+        out.append(
+            Taken(
+                d.driver,
+                d.pool,
+                d.device.name,
+                p.request,
+                p.admin_access,
+                p.share is not None,
+                consumed,
+            )
+        )
+    return tuple(sorted(out))
+
+
+class _Question:
+    """One workload asked of one world: the pools each node gathers, what the copies took."""
+
+    def __init__(
+        self,
+        world: World,
+        results: Sequence[PoolResult],
+        rules: Rules,
+        merged: _Merged,
+        first: _Merged,
+        budget: int,
+        cel: CelEngine,
+    ) -> None:
+        self.world = world
+        self.rules = rules
+        self.merged, self.first = merged, first
+        self.classes: dict[str, DeviceClass] = {c.name: c for c in world.classes}
+        self.taint_rules = tuple(world.taint_rules) if rules.taint_rules else ()
+        self.cel = cel
+        self.budget = budget
+        self.searches = 0
+        self.index = GatherIndex.build(results)
+        shaky = ambiguous(results)
+        # Where slices disagree on resourceSliceCount, every count the list may make
+        # the allocator trust (as `why` tries them).
+        self.combos: list[dict[PoolKey, Assignment]] = [
+            dict(zip(shaky, c, strict=True))
+            for c in islice(product(*shaky.values()), MAX_COMBINATIONS)
+        ]
+        self.base = index_allocations(world.claims)
+        self._pools: dict[tuple[NodeName, int], list[NodePool]] = {}
+        self._states: dict[tuple[PoolKey, tuple[Taken, ...]], AllocatedState] = {}
+        self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
+        self.max_results = MAX_RESULTS * len(first.names)
+        # The requests of the shared claims the first copy allocates: later copies go
+        # only where their devices reach.
+        own = set(merged.names)
+        self.shared_requests = (
+            {r.name for r in first.claim.requests if first.owner(r.name)[0] not in own}
+            if first is not merged
+            else set()
+        )
+
+    def nodes(self) -> list[NodeName]:
+        return self.index.nodes()
+
+    def pools(self, node: NodeName, combo: int) -> list[NodePool]:
+        key = (node, combo)
+        found = self._pools.get(key)
+        if found is None:
+            found = self._pools[key] = node_pools(
+                node,
+                self.index,
+                self.taint_rules,
+                self.combos[combo],
+                self.rules.binding_pools_last,
+            )
+        return found
+
+    def _allocated(self, pool: NodePool, taken: tuple[Taken, ...]) -> AllocatedState:
+        key = (pool.driver, pool.pool)
+        found = self._states.get((key, taken))
+        if found is None:
+            refs = list(self.base.get(key, ()))
+            for i, t in enumerate(taken):
+                refs.append(
+                    AllocRef(
+                        t.device,
+                        "fit",
+                        "copy",
+                        "fit",
+                        t.request,
+                        t.admin_access,
+                        f"fit-share-{i}" if t.shared else None,
+                        t.consumed,
+                    )
+                )
+            found = self._states[(key, taken)] = AllocatedState.for_rules(refs, self.rules)
+        return found
+
+    def pools_at(self, node: NodeName, combo: int, taken: tuple[Taken, ...]) -> list[NodePool]:
+        """The node's pools with the copies' devices taken."""
+        by_pool: dict[PoolKey, list[Taken]] = {}
+        for t in taken:
+            by_pool.setdefault((t.driver, t.pool), []).append(t)
+        out = []
+        for p in self.pools(node, combo):
+            mine = by_pool.get((p.driver, p.pool))
+            out.append(p if not mine else replace(p, allocated=self._allocated(p, tuple(mine))))
+        return out
+
+    def relevant(self, node: NodeName) -> set[PoolKey]:
+        """The pools of the node that hold a device the first copy's selectors match or
+        fail on: only a copy on one of these can change what this node answers."""
+        out: set[PoolKey] = set()
+        for combo in range(len(self.combos)):
+            pools = self.pools(node, combo)
+            rel = relevance(self.first.claim, self.classes, pools, self.cel, self.rules)
+            out.update(rel.ids[pi] for pi in rel.slices)
+        return out
+
+    def outcomes(self, node: NodeName, combo: int, state: State) -> list[Outcome]:
+        """Every outcome of the node's Allocate call for the next copy (over the walk
+        orders of a map-ordered allocator), each distinct solution once."""
+        copies, taken = state
+        key = (node, combo, taken, copies)
+        cached = self._outcomes.get(key)
+        if cached is not None:
+            return cached
+        merged = self.first if copies == 0 else self.merged
+        pools = self.pools_at(node, combo, taken)
+        found: list[Outcome] = []
+        if copies and self.shared_requests:
+            wanted = {
+                (t.driver, t.pool, t.device) for t in taken if t.request in self.shared_requests
+            }
+            seen = {d.id for p in pools for sl in p.slices for d in sl if d.reaches}
+            if not wanted <= seen:
+                found.append(("no", ()))
+                self._outcomes[key] = found
+                return found
+        if self.rules.pools_sorted:
+            found.append(self._search(merged.claim, pools, None))
+        else:
+            rel = relevance(merged.claim, self.classes, pools, self.cel, self.rules)
+            rel.hazard = True  # every order: the devices taken depend on it
+            pending: list[tuple[int, ...]] = [()]
+            while pending:
+                prefix = pending.pop()
+                try:
+                    outcome = self._search(merged.claim, pools, Chooser(rel, prefix))
+                except NeedChoice as need:
+                    pending.extend((*prefix, o) for o in reversed(need.options))
+                    continue
+                if outcome not in found:
+                    found.append(outcome)
+        self._outcomes[key] = found
+        return found
+
+    def _search(
+        self, claim: ResourceClaim, pools: list[NodePool], chooser: Chooser | None
+    ) -> Outcome:
+        self.searches += 1
+        search = NodeSearch(
+            claim,
+            self.classes,
+            pools,
+            self.cel,
+            SEARCH_STEPS,
+            self.rules,
+            chooser,
+            max_results=self.max_results,
+        )
+        try:
+            answer = search.run()
+        except SearchError as exc:
+            return ("error", str(exc))
+        except BudgetExceeded:
+            return ("unknown", ())
+        return ("ok", _taken(search.picks)) if answer == "ok" else ("no", ())
+
+    @property
+    def spent(self) -> bool:
+        return self.searches >= self.budget
+
+
+# -- exploring a group of nodes -----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Reach:
+    """What placements on one group of nodes can reach: the copies (depths) of the
+    states where the next attempt may abort (`ends`), may go on (`goes`), where no node
+    fits (`stuck`), and those left unexplored when the budget ended (`frontier`)."""
+
+    ends: list[int] = field(default_factory=list)
+    goes: list[int] = field(default_factory=list)
+    stuck: list[int] = field(default_factory=list)
+    frontier: list[int] = field(default_factory=list)
+    start_goes: bool = True
+    error: str = ""
+    firsts: dict[NodeName, list[tuple[Taken, ...]]] = field(default_factory=dict)
+
+
+def _merge_state(state: State, taken: tuple[Taken, ...]) -> State:
+    return (state[0] + 1, tuple(sorted((*state[1], *taken))))
+
+
+def _explore(q: _Question, nodes: Sequence[NodeName], cap: int | None) -> _Reach:
+    reach = _Reach()
+    level: list[State] = [START]
+    seen: set[State] = {START}
+    while level:
+        following: list[State] = []
+        for state in level:
+            depth = state[0]
+            if cap is not None and depth >= cap:
+                reach.goes.append(depth)
+                reach.stuck.append(depth)
+                continue
+            if q.spent:
+                reach.frontier.append(depth)
+                continue
+            ends = goes = unknown = False
+            nexts: list[tuple[NodeName, tuple[Taken, ...]]] = []
+            for combo in range(len(q.combos)):
+                certain = possible = False
+                fits: list[tuple[NodeName, tuple[Taken, ...]]] = []
+                for node in nodes:
+                    found = q.outcomes(node, combo, state)
+                    errors = [str(d) for o, d in found if o == "error"]
+                    if errors:
+                        possible = True
+                        certain = certain or len(errors) == len(found)
+                        reach.error = reach.error or errors[0]
+                    unknown = unknown or any(o == "unknown" for o, _ in found)
+                    fits.extend((node, d) for o, d in found if o == "ok" and isinstance(d, tuple))
+                ends = ends or possible
+                if not certain:
+                    goes = True
+                    nexts.extend(fits)
+            if depth == 0:
+                reach.start_goes = goes
+                for node, taken in nexts:
+                    options = reach.firsts.setdefault(node, [])
+                    if taken not in options:
+                        options.append(taken)
+            if unknown:
+                reach.frontier.append(depth)
+            if ends:
+                reach.ends.append(depth)
+            if goes:
+                reach.goes.append(depth)
+                if not nexts and not unknown:
+                    reach.stuck.append(depth)
+            for _, taken in nexts:
+                nxt = _merge_state(state, taken)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    following.append(nxt)
+        level = following
+    return reach
+
+
+def _bounds(reaches: Sequence[_Reach]) -> tuple[int, int | None]:
+    """(fits whatever the placement, fits at most) over groups explored apart: a copy
+    goes to one group at a time, and an attempt that aborts in one group ends them all."""
+    if not reaches:
+        return 0, 0
+    if not all(r.start_goes for r in reaches):
+        return 0, 0
+    inf = 1 << 62
+
+    def low(values: Sequence[int]) -> int:
+        return min(values, default=inf)
+
+    stuck_sum = sum(low([*r.stuck, *r.frontier]) for r in reaches)
+    end_min = min(low([*r.ends, *r.frontier]) for r in reaches)
+    lowest = min(stuck_sum, end_min)
+    if any(r.frontier for r in reaches):
+        return (0 if lowest >= inf else lowest), None
+    best = -1
+    if all(r.stuck for r in reaches):
+        best = sum(max(r.stuck) for r in reaches)
+    goes = [max(r.goes, default=-1) for r in reaches]
+    total_goes = sum(goes)
+    for i, r in enumerate(reaches):
+        if r.ends and all(g >= 0 for j, g in enumerate(goes) if j != i):
+            best = max(best, max(r.ends) + total_goes - goes[i])
+    lowest = 0 if lowest >= inf else lowest
+    return lowest, max(best, lowest)
+
+
+# -- the question ---------------------------------------------------------------------------
+
+
+def _groups(q: _Question, nodes: Sequence[NodeName]) -> list[list[NodeName]]:
+    """Nodes joined when they gather a common relevant pool (union-find)."""
+    parent: dict[NodeName, NodeName] = {n: n for n in nodes}
+
+    def root(n: NodeName) -> NodeName:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    owner: dict[PoolKey, NodeName] = {}
+    for n in nodes:
+        for key in q.relevant(n):
+            if key in owner:
+                parent[root(n)] = root(owner[key])
+            else:
+                owner[key] = n
+    groups: dict[NodeName, list[NodeName]] = {}
+    for n in nodes:
+        groups.setdefault(root(n), []).append(n)
+    return list(groups.values())
+
+
+def _devices(merged: _Merged, taken: tuple[Taken, ...]) -> tuple[FitDevice, ...]:
+    out = []
+    for t in taken:
+        claim, request = merged.owner(t.request)
+        out.append(
+            FitDevice(claim, request, t.driver, t.pool, t.device, t.consumed, t.admin_access)
+        )
+    return tuple(sorted(out, key=lambda d: (d.claim, d.request, d.driver, d.pool, d.device)))
+
+
+def _check(workload: Workload, classes: Mapping[str, DeviceClass]) -> None:
+    for claim in (*workload.claims, *workload.shared):
+        for req in claim.requests:
+            for ch in req.choices:
+                if not ch.device_class_name:
+                    raise FitError(f"claim {claim.name}: request {req.name} names no DeviceClass")
+                if ch.device_class_name not in classes:
+                    raise FitError(
+                        f'claim {claim.name}: request {req.name}: deviceclass "'
+                        f'{ch.device_class_name}" not found'
+                    )
+
+
+def _copy_claim(claim: ResourceClaim, copy: int) -> ResourceClaim:
+    """Copy `copy` of a claim of the workload, not allocated."""
+    return claim.model_copy(
+        update={
+            "name": f"{claim.name}-{copy}" if copy else claim.name,
+            "uid": f"fit-{claim.name}-{copy}",
+            "results": (),
+            "allocated": False,
+        }
+    )
+
+
+def fit(
+    world: World,
+    workload: Workload,
+    options: EngineOptions | None = None,
+    count: int | None = None,
+    budget: int = FIT_BUDGET,
+    results: Sequence[PoolResult] | None = None,
+    cel: CelEngine | None = None,
+) -> FitResult:
+    """How many copies of `workload` fit in `world` (see the module's docstring).
+    `count`: stop at that many; `results`: compute_world(world, options), when the
+    caller has them."""
+    opts = options or EngineOptions()
+    rules = rules_for(opts.profile)
+    classes = {c.name: c for c in world.classes}
+    _check(workload, classes)
+    if not workload.claims:
+        raise FitError(
+            f"every claim of {workload.label} is shared (resourceClaimName): DRA decides "
+            "where its copies may run, not how many"
+        )
+    cel = cel or CelEngine()
+    out = FitResult(workload.label, 0, 0, False, count)
+    for claim in (*workload.claims, *workload.shared):
+        refused = refusal(claim, rules)
+        if refused is not None:
+            out.stopped, out.blocker = "aborts", f"the scheduler aborts: {refused}"
+            return out
+    if results is None:
+        results = compute_world(world, opts)
+    per_copy = [as_read(_copy_claim(c, 0), rules) for c in workload.claims]
+    pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
+    merged = _merge(per_copy)
+    first = _merge([*per_copy, *pending]) if pending else merged
+    q = _Question(world, results, rules, merged, first, budget, cel)
+    nodes = q.nodes()
+    pinned = [c for c in workload.shared if c.allocated]
+    if pinned:
+        nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
+        out.notes.append(
+            "copies share "
+            + ", ".join(c.name for c in pinned)
+            + f": only the {len(nodes)} node(s) that reach its devices are tried"
+        )
+    if pending:
+        # The first copy allocates the shared claims; every later copy must reach them:
+        # all nodes are one group, and later copies are searched only where they reach.
+        groups = [nodes]
+        out.notes.append(
+            "copies share " + ", ".join(c.name for c in pending) + ", allocated with the first copy"
+        )
+    else:
+        groups = _groups(q, nodes)
+    reaches = [_explore(q, g, count) for g in groups]
+    out.copies, out.max_copies = _bounds(reaches)
+    if count is not None:
+        out.copies = min(out.copies, count)
+        if out.max_copies is not None:
+            out.max_copies = min(out.max_copies, count)
+    out.bounded = out.max_copies is None
+    # Each node alone: a group of its own already says it.
+    alone: dict[NodeName, _Reach] = {
+        g[0]: r for g, r in zip(groups, reaches, strict=True) if len(g) == 1
+    }
+    for g in groups:
+        for n in g:
+            if n not in alone and not pending:
+                alone[n] = _explore(q, [n], count)
+    for n in nodes:
+        r = alone.get(n)
+        if r is None:
+            continue
+        low, high = _bounds([r])
+        firsts = r.firsts.get(n, [])
+        if not firsts and not r.error and high == 0 and not q.relevant(n):
+            continue  # nothing on this node could take a copy
+        out.nodes.append(
+            NodeFit(
+                n,
+                low,
+                high,
+                high is None,
+                _devices(first, firsts[0]) if firsts else (),
+                len(firsts) > 1,
+                r.error if r.ends else "",
+            )
+        )
+    out.searches = q.searches
+    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending)
+    return out
+
+
+def _reaches(q: _Question, node: NodeName, claim: ResourceClaim) -> bool:
+    """Whether every device of an allocated claim reaches the node."""
+    wanted = {(r.driver, r.pool, r.device) for r in claim.results if not r.admin_access}
+    seen = {d.id for p in q.pools(node, 0) for s in p.slices for d in s if d.reaches}
+    return wanted <= seen
+
+
+def _greedy(
+    q: _Question, nodes: Sequence[NodeName], count: int | None
+) -> tuple[list[tuple[NodeName, tuple[Taken, ...]]], str]:
+    """One placement: every copy on the first node (by name) that fits, walk order and
+    trusted counts the first ones; with why it ended."""
+    state = START
+    path: list[tuple[NodeName, tuple[Taken, ...]]] = []
+    while count is None or state[0] < count:
+        if q.spent:
+            return path, "budget"
+        pick: tuple[NodeName, tuple[Taken, ...]] | None = None
+        for node in nodes:
+            found = q.outcomes(node, 0, state)
+            for o, d in found:
+                if o == "error" and len(found) == 1:
+                    return path, f"aborts:{d}"
+            if pick is None:
+                ok = [d for o, d in found if o == "ok" and isinstance(d, tuple)]
+                if ok:
+                    pick = (node, ok[0])
+        if pick is None:
+            return path, "unallocatable"
+        path.append(pick)
+        state = _merge_state(state, pick[1])
+    return path, "count"
+
+
+def _first_and_blocker(
+    q: _Question,
+    out: FitResult,
+    world: World,
+    opts: EngineOptions,
+    workload: Workload,
+    count: int | None,
+    per_copy: Sequence[ResourceClaim],
+    pending: Sequence[ResourceClaim],
+) -> None:
+    nodes = q.nodes()
+    path, why = _greedy(q, nodes, count)
+    if path:
+        out.first_node = path[0][0]
+        out.first = _devices(q.first, path[0][1])
+    if why == "count":
+        out.stopped = "count"
+        out.blocker = f"{count} copies fit (--count)"
+        return
+    if why == "budget" or out.bounded:
+        out.stopped = "budget"
+        out.blocker = f"the search budget ({q.budget} node searches) ended after {len(path)} copies"
+        return
+    if why.startswith("aborts:"):
+        out.stopped = "aborts"
+        out.blocker = f"the scheduler aborts copy {len(path) + 1}: {why[len('aborts:') :]}"
+        return
+    out.stopped = "unallocatable"
+    out.blocked, out.blocker = _explain_next(q, world, opts, workload, path, per_copy, pending)
+
+
+def _explain_next(
+    q: _Question,
+    world: World,
+    opts: EngineOptions,
+    workload: Workload,
+    path: Sequence[tuple[NodeName, tuple[Taken, ...]]],
+    per_copy: Sequence[ResourceClaim],
+    pending: Sequence[ResourceClaim],
+) -> tuple[list[ClaimExplanation], str]:
+    """`why` for the claims of the next copy, in the world with the placed copies."""
+    placed: list[ResourceClaim] = []
+    for k, (_, taken) in enumerate(path):
+        merged = q.first if k == 0 else q.merged
+        by_claim: dict[str, list[AllocationResult]] = {}
+        for t in taken:
+            claim, request = merged.owner(t.request)
+            by_claim.setdefault(claim, []).append(
+                AllocationResult(
+                    request=request,
+                    driver=t.driver,
+                    pool=t.pool,
+                    device=t.device,
+                    admin_access=t.admin_access,
+                    share_id=f"fit-{k}-{len(by_claim.get(claim, []))}" if t.shared else None,
+                    consumed_capacity=dict(t.consumed),
+                )
+            )
+        for claim, res in by_claim.items():
+            placed.append(
+                ResourceClaim(
+                    uid=f"fit-{k}-{claim}",
+                    namespace=workload.namespace,
+                    name=f"{claim}-copy-{k + 1}",
+                    results=tuple(res),
+                    allocated=True,
+                )
+            )
+    after = replace(world, claims=[*world.claims, *placed])
+    results = compute_world(after, opts)
+    index = DeviceIndex.build(results, after.taint_rules)
+    explainer = Explainer(q.cel)
+    claims = [_copy_claim(c, len(path) + 1) for c in per_copy]
+    if not path:
+        claims.extend(pending)
+    explained = [
+        explainer.explain(c, index, after.classes, results=results, rules=after.taint_rules)
+        for c in claims
+    ]
+    stuck = [e for e in explained if e.verdict != "Allocatable"]
+    if not stuck:
+        return explained, (
+            "each claim of the copy would fit alone, but not all of them on one node together"
+        )
+    first = stuck[0]
+    label = f"claim {first.name}: " if len(claims) > 1 else ""
+    return stuck, label + first.summary
+
+
+def iter_nodes(result: FitResult) -> Iterator[NodeFit]:
+    """The nodes that fit some copy first, then the rest, each by name."""
+    yield from sorted(result.nodes, key=lambda n: (-(n.max_copies or n.copies), n.name or "~"))

@@ -1,0 +1,221 @@
+"""`fit`: how many copies of a workload fit, one after another, and where."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import claim, counter_pool, device, device_class, result, rslice, world
+
+from draview.api.workload import WorkloadError, read_workload
+from draview.api.world import build_world, iter_objects
+from draview.engine.model import EngineOptions
+from draview.engine.profile import make_profile
+from draview.explain.fit import FitError, fit
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def template(name: str = "one-gpu", count: int = 1, **exactly: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.example.com",
+                                "count": count,
+                                **exactly,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def pod(*templates: str, name: str = "trainer", kind: str = "Pod") -> dict[str, Any]:
+    claims = [{"name": f"c{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]
+    spec = {"containers": [{"name": "main", "image": "x"}], "resourceClaims": claims}
+    if kind != "Pod":
+        spec = {"template": {"spec": spec}}
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def nobody(kind: str, namespace: str, name: str) -> None:
+    return None
+
+
+def two_nodes() -> list[dict[str, Any]]:
+    return [
+        device_class(),
+        rslice("a", [device("gpu-0"), device("gpu-1")], pool="node-a", node="node-a"),
+        rslice(
+            "b", [device("gpu-0"), device("gpu-1"), device("gpu-2")], pool="node-b", node="node-b"
+        ),
+        claim("busy", result("gpu-0", pool="node-a")),
+    ]
+
+
+def test_node_local_devices_fit_one_chain_per_node() -> None:
+    w = read_workload([template()], nobody)
+    got = fit(world(*two_nodes()), w)
+    assert (got.copies, got.max_copies, got.bounded) == (4, 4, False)
+    assert {n.name: n.copies for n in got.nodes} == {"node-a": 1, "node-b": 3}
+    a = next(n for n in got.nodes if n.name == "node-a")
+    assert [(d.pool, d.device) for d in a.devices] == [("node-a", "gpu-1")]
+    assert got.stopped == "unallocatable"
+    assert "needs 1, 0 of 5 matching devices free (5 Allocated)" in got.blocker
+
+
+def test_count_stops_there() -> None:
+    got = fit(world(*two_nodes()), read_workload([template()], nobody), count=2)
+    assert (got.copies, got.max_copies, got.stopped) == (2, 2, "count")
+
+
+def test_a_pod_takes_all_of_its_claims_on_one_node() -> None:
+    # Two claims of two devices each: only node-b holds four free devices... it holds
+    # three, so no copy fits, although each claim alone would.
+    objs = [*two_nodes(), template("pair", count=2)]
+    w = read_workload([pod("pair", "pair"), *objs[-1:]], nobody)
+    got = fit(world(*objs[:-1]), w)
+    assert (got.copies, got.max_copies) == (0, 0)
+    assert got.blocker.startswith("each claim of the copy would fit alone")
+
+
+def test_a_deployment_reads_its_pod_template() -> None:
+    w = read_workload([pod("one-gpu", kind="Deployment"), template()], nobody)
+    assert w.kind == "Deployment" and len(w.claims) == 1
+    assert fit(world(*two_nodes()), w).copies == 4
+
+
+def test_a_multi_host_pool_counts_exactly_where_first_fit_decides() -> None:
+    objs = list(iter_objects(yaml.safe_load_all((EXAMPLES / "tpu-multihost.yaml").read_text())))
+    objs += [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+        }
+        for n in ("node-1", "node-2", "node-5", "node-6")
+    ]
+    tmpl = template()
+    tmpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "tpu.example.com"
+    got = fit(build_world(objs), read_workload([tmpl], nobody))
+    # node-5 and node-6 each meet their own 2x2 device before the 2x4 one over both,
+    # whichever goes first: two copies, and the 2x4 one is then out of counters.
+    assert (got.copies, got.max_copies, got.bounded) == (2, 2, False)
+    assert {n.name: n.copies for n in got.nodes} == {
+        "node-1": 0,
+        "node-2": 0,
+        "node-5": 1,
+        "node-6": 1,
+    }
+    assert "InsufficientSharedCapacity" in got.blocker
+
+
+def shared_pool() -> list[dict[str, Any]]:
+    """One pool over two nodes: `big` (either node) takes the whole counter, `small-*`
+    (node-x only, met first there) half of it each."""
+    half = {"fabric": {"c": "1"}}
+    counters, devices = counter_pool(
+        "fabric",
+        [
+            {**device("small-0", counters=half), "nodeName": "node-x"},
+            {**device("small-1", counters=half), "nodeName": "node-x"},
+            {**device("big", counters={"fabric": {"c": "2"}}), "allNodes": True},
+        ],
+        {"fabric": {"c": "2"}},
+        pool="fabric",
+        node=None,
+        perDeviceNodeSelection=True,
+    )
+    counters["spec"].pop("perDeviceNodeSelection")
+    counters["spec"]["allNodes"] = True
+    nodes = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}} for n in ("node-x", "node-y")
+    ]
+    return [device_class(), counters, devices, *nodes]
+
+
+def test_placement_decides_on_a_pool_two_nodes_share() -> None:
+    got = fit(world(*shared_pool()), read_workload([template()], nobody))
+    # On node-y first: `big`, and nothing is left. On node-x first: both small ones.
+    assert (got.copies, got.max_copies, got.bounded) == (1, 2, False)
+    assert got.placement_dependent
+    assert {n.name: (n.copies, n.max_copies) for n in got.nodes} == {
+        "node-x": (2, 2),
+        "node-y": (1, 1),
+    }
+
+
+def test_the_budget_gives_a_proven_lower_bound() -> None:
+    objs = [device_class(), rslice("a", [device(f"gpu-{i}") for i in range(30)], node="node-a")]
+    got = fit(world(*objs), read_workload([template()], nobody), budget=10)
+    assert got.bounded and got.max_copies is None
+    assert 1 <= got.copies <= 10
+    assert got.stopped == "budget"
+    whole = fit(world(*objs), read_workload([template()], nobody))
+    assert (whole.copies, whole.max_copies, whole.bounded) == (30, 30, False)
+
+
+def test_an_error_the_walk_meets_later_aborts_the_next_copy() -> None:
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": "device.attributes['gpu.example.com'].model == 'A'"}}
+            ]
+        },
+    }
+    objs = [cls, rslice("a", [device("gpu-0", model="A"), device("gpu-1")], node="node-a")]
+    got = fit(world(*objs), read_workload([template()], nobody))
+    assert (got.copies, got.max_copies, got.stopped) == (1, 1, "aborts")
+    assert "CEL runtime error" in got.blocker or "no such key" in got.blocker
+
+
+@pytest.mark.parametrize("release", ["1.34", "1.35", "1.36", "1.37"])
+def test_every_release_counts_node_local_devices_alike(release: str) -> None:
+    got = fit(
+        world(*two_nodes()),
+        read_workload([template()], nobody),
+        EngineOptions(profile=make_profile(release)),
+    )
+    assert (got.copies, got.max_copies) == (4, 4)
+
+
+def test_a_shared_claim_pins_copies_to_where_it_is() -> None:
+    objs = two_nodes()
+    shared = claim("shared", result("gpu-2", pool="node-b"))
+    p = pod("one-gpu")
+    p["spec"]["resourceClaims"].append({"name": "s", "resourceClaimName": "shared"})
+    w = read_workload([p, template()], lambda k, ns, n: shared if n == "shared" else None)
+    got = fit(world(*objs, shared), w)
+    assert [n.name for n in got.nodes if n.copies] == ["node-b"]
+    assert got.copies == 2
+
+
+def test_bad_workloads_are_one_line() -> None:
+    with pytest.raises(WorkloadError, match=r"no spec\.resourceClaims"):
+        read_workload(
+            [{"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}}], nobody
+        )
+    with pytest.raises(WorkloadError, match="not found") as missing:
+        read_workload([pod("absent")], nobody)
+    assert missing.value.missing
+    with pytest.raises(WorkloadError, match="no workload"):
+        read_workload([{"kind": "ConfigMap", "metadata": {"name": "x"}}], nobody)
+    bad = template()
+    bad["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope"
+    with pytest.raises(FitError, match='deviceclass "nope" not found'):
+        fit(world(*two_nodes()), read_workload([bad], nobody))
