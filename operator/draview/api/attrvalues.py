@@ -46,10 +46,6 @@ def typed(raw: Any) -> Typed:
     return NONE
 
 
-def is_list(t: Typed) -> bool:
-    return t[0] in LISTS
-
-
 def text(raw: Any) -> str:
     """One attribute value for people: `a`, `[a, b]`, `<invalid>`."""
     kind, value = typed(raw)

@@ -127,19 +127,6 @@ class Explainer:
         return None
 
     # -- one request or subrequest -------------------------------------------------------
-    def explain_choice(
-        self,
-        label: str,
-        choice: DeviceChoice,
-        classes: Mapping[str, DeviceClass],
-        index: DeviceIndex,
-        node: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        lists: str = LISTS_EXPOSED,
-    ) -> ChoiceExplanation:
-        """`lists`: how the profile's CEL sees list attributes (explain/constraints.py)."""
-        return finish(self._choice_steps(label, choice, classes, index, node, labels, lists))
-
     def _choice_steps(
         self,
         label: str,
