@@ -11,6 +11,7 @@ jsonschema out of the dependencies.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +30,7 @@ from draview.engine.world import world_objects
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-KINDS = {
-    api.SLICE_STATUS_KIND: "resourceslicestatuses",
-    api.POOL_STATUS_KIND: "resourcepoolstatuses",
-}
+KINDS = dict(api.PLURALS)
 TYPED = {
     api.SLICE_STATUS_KIND: (api.SliceStatusSpec, api.SliceStatusBody),
     api.POOL_STATUS_KIND: (api.PoolStatusSpec, api.PoolStatusBody),
@@ -251,9 +249,40 @@ def test_crd_identity(kind: str) -> None:
     assert names["listKind"] == f"{kind}List"
     assert set(names["categories"]) == {"draview", "dra"}
     version = _version(kind)
+    assert version["name"] == api.CRD_VERSION
     assert f"{api.API_GROUP}/{version['name']}" == api.API_VERSION
     assert version["served"] is True and version["storage"] is True
     assert version["subresources"] == {"status": {}}
+
+
+def _literals(path: Path) -> Iterator[tuple[int, str]]:
+    """The string constants of a module that are values, not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+
+
+def test_the_crd_identity_is_written_in_api_status_only() -> None:
+    # A second spelling of the group, version or a plural would drift from the CRDs the
+    # day one of them changes; every other module reads them from api/status.py.
+    exact = {api.API_GROUP, api.CRD_VERSION, api.API_VERSION}
+    package = ROOT / "operator" / "draview"
+    found = [
+        f"{path.relative_to(package)}:{line}: {text!r}"
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "api" / "status.py"
+        for line, text in _literals(path)
+        if text in exact or any(p in text for p in api.PLURALS.values())
+    ]
+    assert found == []
 
 
 def test_short_names() -> None:

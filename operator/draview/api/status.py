@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
+# The identity of draview's own CRDs (deploy/crds), named here only: the operator's
+# requests, its RBAC self-check and kubectl dra all read it from here, so a new version
+# or kind is one edit (tests/unit/test_crds.py checks it against the CRD files).
 API_GROUP = "draview.io"
-API_VERSION = "draview.io/v1alpha1"
+CRD_VERSION = "v1alpha1"
+API_VERSION = f"{API_GROUP}/{CRD_VERSION}"
 SLICE_STATUS_KIND = "ResourceSliceStatus"
 POOL_STATUS_KIND = "ResourcePoolStatus"
+SLICE_STATUS_PLURAL = "resourceslicestatuses"
+POOL_STATUS_PLURAL = "resourcepoolstatuses"
+# kind -> plural, the form every request names
+PLURALS: dict[str, str] = {
+    SLICE_STATUS_KIND: SLICE_STATUS_PLURAL,
+    POOL_STATUS_KIND: POOL_STATUS_PLURAL,
+}
 
 DeviceState = Literal["Available", "PartiallyAllocated", "Allocated", "Unavailable"]
 

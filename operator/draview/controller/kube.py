@@ -13,6 +13,8 @@ import aiohttp
 import kopf
 from kubernetes_asyncio import client, config
 
+from draview.api.status import API_GROUP, PLURALS
+
 log = logging.getLogger("draview.kube")
 GROUP = "resource.k8s.io"
 
@@ -211,14 +213,11 @@ NEEDED = [
     ("list", GROUP, "deviceclasses", ""),
     ("watch", GROUP, "deviceclasses", ""),
     ("create", "events.k8s.io", "events", ""),
-    ("create", "draview.io", "resourceslicestatuses", ""),
-    ("patch", "draview.io", "resourceslicestatuses", "status"),
-    ("update", "draview.io", "resourceslicestatuses", "status"),
-    ("delete", "draview.io", "resourceslicestatuses", ""),
-    ("create", "draview.io", "resourcepoolstatuses", ""),
-    ("patch", "draview.io", "resourcepoolstatuses", "status"),
-    ("update", "draview.io", "resourcepoolstatuses", "status"),
-    ("delete", "draview.io", "resourcepoolstatuses", ""),
+    *(
+        (verb, API_GROUP, plural, sub)
+        for plural in PLURALS.values()
+        for verb, sub in (("create", ""), ("patch", "status"), ("update", "status"), ("delete", ""))
+    ),
 ]
 
 

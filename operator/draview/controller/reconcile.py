@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from draview.api.nodes import AssumedNodes, NodeInfo, assumed_nodes
 from draview.api.slices import ResourceSlice
-from draview.api.status import Condition, PoolStatusBody
+from draview.api.status import POOL_STATUS_PLURAL, Condition, PoolStatusBody
 from draview.api.taints import DeviceTaintRule
 from draview.controller import metrics
 from draview.controller.nodes import NodeIndex
@@ -293,7 +293,7 @@ class Reconciler:
 
     def _previous(self, key: PoolKey) -> dict[str, Condition] | None:
         """The conditions last written: they keep their lastTransitionTime."""
-        status = self.writer.previous_status(("resourcepoolstatuses", pool_object_name(*key)))
+        status = self.writer.previous_status((POOL_STATUS_PLURAL, pool_object_name(*key)))
         if not status:
             return None
         return {c["type"]: c for c in status.get("conditions", [])}

@@ -15,12 +15,13 @@ import itertools
 import logging
 import time
 
+from draview.api.status import PLURALS, POOL_STATUS_PLURAL
 from draview.controller import metrics
 from draview.controller.known import Known
 from draview.controller.queue import PoolQueue, Role
 from draview.controller.reconcile import Judged, Reconciler
 from draview.controller.writequeue import ObjKey, Ticket
-from draview.controller.writer import PLURALS, Writer, obj_key
+from draview.controller.writer import Writer, obj_key
 from draview.engine.model import PoolKey
 from draview.engine.objects import pool_object_name
 
@@ -191,7 +192,7 @@ class Worker:
         if not known:  # a first sync with nothing on the server: no name to look up
             return sorted(keys)
         return sorted(
-            keys, key=lambda k: (("resourcepoolstatuses", pool_object_name(*k)) not in known, k)
+            keys, key=lambda k: ((POOL_STATUS_PLURAL, pool_object_name(*k)) not in known, k)
         )
 
     def _orphans(self, wanted: set[ObjKey]) -> list[ObjKey]:

@@ -22,7 +22,7 @@ import aiohttp
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from draview.api.status import API_GROUP
+from draview.api.status import API_GROUP, CRD_VERSION, PLURALS
 from draview.controller import metrics
 from draview.controller.known import Known, canonical, left_out_bytes, owned_fields
 from draview.controller.kube import Plain, list_pages
@@ -33,11 +33,6 @@ from draview.controller.writequeue import Job, ObjKey, Ticket, WriteQueue
 from draview.engine.budget import DEFAULT_MAX_OBJECT_BYTES, fit_object, surely_fits
 
 log = logging.getLogger("draview.writer")
-VERSION = "v1alpha1"
-PLURALS = {
-    "ResourceSliceStatus": "resourceslicestatuses",
-    "ResourcePoolStatus": "resourcepoolstatuses",
-}
 MERGE = "application/merge-patch+json"
 FIELD_MANAGER = "draview"
 # Longest a Retry-After pauses every write (a larger one still holds back its object).
@@ -168,7 +163,7 @@ class Writer:
         self.touched = set()
         try:
             for plural in PLURALS.values():
-                async for page in list_pages(self.api, VERSION, plural, group=API_GROUP):
+                async for page in list_pages(self.api, CRD_VERSION, plural, group=API_GROUP):
                     for item in page:
                         key = (plural, item["metadata"]["name"])
                         data = canonical(item)
@@ -241,7 +236,7 @@ class Writer:
                 plural,
                 self.api.create_cluster_custom_object,
                 API_GROUP,
-                VERSION,
+                CRD_VERSION,
                 plural,
                 body,
                 want_body=True,
@@ -274,7 +269,7 @@ class Writer:
                 plural,
                 self.api.patch_cluster_custom_object,
                 API_GROUP,
-                VERSION,
+                CRD_VERSION,
                 plural,
                 name,
                 Plain(main),
@@ -321,7 +316,7 @@ class Writer:
             "get",
             self.api.get_cluster_custom_object,
             API_GROUP,
-            VERSION,
+            CRD_VERSION,
             plural,
             name,
             want_body=True,
@@ -351,7 +346,7 @@ class Writer:
             plural,
             self.api.patch_cluster_custom_object_status,
             API_GROUP,
-            VERSION,
+            CRD_VERSION,
             plural,
             name,
             Plain(status=status),
@@ -371,7 +366,7 @@ class Writer:
                 plural,
                 self.api.replace_cluster_custom_object_status,
                 API_GROUP,
-                VERSION,
+                CRD_VERSION,
                 plural,
                 name,
                 Plain(
@@ -435,7 +430,7 @@ class Writer:
                 plural,
                 self.api.delete_cluster_custom_object,
                 API_GROUP,
-                VERSION,
+                CRD_VERSION,
                 plural,
                 name,
             )
@@ -599,7 +594,7 @@ class Writer:
         back = False
         for plural in [p for p in self.blocked if p in PLURALS.values()]:
             try:
-                await self.api.list_cluster_custom_object(API_GROUP, VERSION, plural, limit=1)
+                await self.api.list_cluster_custom_object(API_GROUP, CRD_VERSION, plural, limit=1)
             except (TimeoutError, ApiException, OSError, aiohttp.ClientError):
                 continue
             log.info("served again", extra={"kind": plural})

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from draview.api.claims import READ_ERRORS
 from draview.api.common import error_text
 from draview.api.slices import ResourceSlice
-from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
+from draview.api.status import API_GROUP, PLURALS, POOL_STATUS_KIND, SLICE_STATUS_KIND
 from draview.api.world import World, build_world
 from draview.cli.dra.common import CliError, UsageError
 from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
@@ -37,8 +37,8 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "DeviceClass": ("deviceclasses.resource.k8s.io", False),
     "DeviceTaintRule": ("devicetaintrules.resource.k8s.io", False),
     "Node": ("nodes", False),
-    SLICE_STATUS_KIND: ("resourceslicestatuses.draview.io", False),
-    POOL_STATUS_KIND: ("resourcepoolstatuses.draview.io", False),
+    SLICE_STATUS_KIND: (f"{PLURALS[SLICE_STATUS_KIND]}.{API_GROUP}", False),
+    POOL_STATUS_KIND: (f"{PLURALS[POOL_STATUS_KIND]}.{API_GROUP}", False),
 }
 # Optional kinds: a cluster may not serve them, or the user may not read them.
 _OPTIONAL = {"DeviceTaintRule", "DeviceClass", "Node", SLICE_STATUS_KIND, POOL_STATUS_KIND}
