@@ -68,6 +68,34 @@ def test_an_incomplete_pool_is_reported_after_the_threshold_only() -> None:
     assert rep.due(half) == []
 
 
+def test_an_incomplete_pool_is_reported_on_every_slice_of_its_newest_generation() -> None:
+    # make demo's npu-node-1: generation 1 complete and stale, generation 2 half
+    # published. The Event belongs on what the driver just published, not on gen1-a,
+    # which sorts first and which the scheduler no longer reads.
+    def update(*current: str) -> list[Any]:
+        old = [rslice(f"gen1-{x}", [device(f"npu-{x}")], count=2) for x in "ab"]
+        new = [rslice(f"gen2-{x}", [device(f"npu-{x}")], generation=2, count=3) for x in current]
+        return pools(*old, *new)
+
+    rep = SliceProblemReporter(threshold=0, clock=Clock())
+    [ev] = rep.due(update("a"))
+    assert (ev.slice_name, ev.reason) == ("gen2-a", "PoolIncomplete")
+    assert "1 of 3" in ev.message and "generation 2" in ev.message
+    events = rep.due(update("a", "b"))  # news: 2 of 3, said on both slices published
+    assert sorted(e.slice_name for e in events) == ["gen2-a", "gen2-b"]
+    assert {e.slice_uid for e in events} == {"uid-gen2-a", "uid-gen2-b"}
+
+
+def test_a_problem_naming_a_device_of_both_generations_is_shown_on_the_newest() -> None:
+    # Generation 2's gpu-0 consumes from a counter set nobody defines; generation 1,
+    # stale, has a gpu-0 too, which the message names just as much.
+    rep = SliceProblemReporter(clock=Clock())
+    stale = rslice("old", [device("gpu-0")])
+    new = rslice("new", [device("gpu-0", counters={"missing": {"mem": "1Gi"}})], generation=2)
+    [ev] = rep.due(pools(stale, new))
+    assert (ev.slice_name, ev.reason) == ("new", "CounterSetNotFound")
+
+
 def test_an_unreadable_slice_gets_its_invalid_object_event() -> None:
     bad = rslice("broken", [device("gpu-0"), 5])  # type: ignore[list-item]
     rep = SliceProblemReporter(clock=Clock())

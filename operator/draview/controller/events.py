@@ -8,8 +8,9 @@ back to core/v1 on servers without it.
 
 Driver authors look at `kubectl describe resourceslice`, so `SliceProblemReporter` does
 the same for pools: one Warning Event per validation error of an invalid pool (reason =
-its prefix) and one when a pool stays incomplete past the threshold, on the slice(s) the
-problem names, once per problem, at most `per_pass` per pass (the rest come later).
+its prefix) and one when a pool stays incomplete past the threshold, on the slices that
+show the problem (`_targets`: for an incomplete pool, every slice of its newest
+generation), once per problem, at most `per_pass` per pass (the rest come later).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable, Generator, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -285,8 +286,18 @@ INCOMPLETE = "PoolIncomplete"
 _TOKEN = re.compile(r"[^\s,:;'\"()\[\]]+")
 # Pools looked at between two steps of a pass.
 POOLS_PER_STEP = 512
-# A pool's slices, name -> (uid, device and counter-set names), or what makes them.
-PoolSlices = Mapping[str, tuple[str, set[str]]] | Callable[[], Mapping[str, tuple[str, set[str]]]]
+
+
+class HeldSlice(NamedTuple):
+    """What a problem's message is matched against, for one slice of a pool."""
+
+    uid: str
+    names: set[str]  # its device and counter-set names
+    current: bool  # of the pool's newest generation, the one the scheduler reads
+
+
+# A pool's slices by name, or what makes them.
+PoolSlices = Mapping[str, HeldSlice] | Callable[[], Mapping[str, HeldSlice]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,28 +308,34 @@ class SliceEvent:
     message: str
 
 
-def _targets(message: str, slices: Mapping[str, tuple[str, set[str]]]) -> list[str]:
-    """The slices a problem is about: named outright, else holding a device or counter
-    set it names, else the pool's first slice by name (the one carrying poolStatus)."""
+def _targets(message: str, slices: Mapping[str, HeldSlice]) -> list[str]:
+    """The slices a problem is about, where a driver author looks (`kubectl describe
+    resourceslice` of what the driver just published): for an incomplete pool every
+    slice of the newest generation; else the slices named outright, else those holding a
+    device or counter set it names (of the newest generation when any is: an old
+    generation's copy of a device is not what the scheduler reads), else the pool's
+    first slice of the newest generation by name (the one carrying poolStatus)."""
+    newest = sorted(n for n, held in slices.items() if held.current)
+    if message.startswith(INCOMPLETE + ":") and newest:
+        return newest
     tokens = set(_TOKEN.findall(message))
     named = sorted(n for n in slices if n in tokens)
     if named:
         return named
-    holding = sorted(n for n, (_, names) in slices.items() if names & tokens)
-    return holding or sorted(slices)[:1]
+    holding = sorted(n for n, held in slices.items() if held.names & tokens)
+    return [n for n in holding if slices[n].current] or holding or (newest or sorted(slices))[:1]
 
 
 def pool_slices(
     result: PoolResult, unreadable: Mapping[str, str] | None = None
-) -> dict[str, tuple[str, set[str]]]:
-    """name -> (uid, device and counter-set names) of a pool's slices; `unreadable` adds
-    the slices that could not be read (name -> uid)."""
-    out: dict[str, tuple[str, set[str]]] = {
-        name: (uid, set()) for name, uid in (unreadable or {}).items() if uid
-    }
-    for s in (*result.pool.current, *result.pool.stale):
-        names = {d.name for d in s.devices} | {c.name for c in s.shared_counters}
-        out[s.name] = (s.uid, names)
+) -> dict[str, HeldSlice]:
+    """A pool's slices by name; `unreadable` adds the slices that could not be read
+    (name -> uid; of no known generation)."""
+    out = {name: HeldSlice(uid, set(), False) for name, uid in (unreadable or {}).items() if uid}
+    for current, group in ((True, result.pool.current), (False, result.pool.stale)):
+        for s in group:
+            names = {d.name for d in s.devices} | {c.name for c in s.shared_counters}
+            out[s.name] = HeldSlice(s.uid, names, current)
     return out
 
 
@@ -369,7 +386,7 @@ class SliceProblemReporter:
             for problem in problems:
                 reason = problem.split(":", 1)[0] if ":" in problem else "PoolInvalid"
                 for name in _targets(problem, slices):
-                    uid = slices[name][0]
+                    uid = slices[name].uid
                     wanted[(uid, problem)] = SliceEvent(name, uid, reason, problem)
         for key in set(self.incomplete_since) - seen:
             del self.incomplete_since[key]
