@@ -7,6 +7,7 @@ import gc
 import sys
 
 from draview.api.world import build_world
+from draview.cli.fit_view import add_fit_flags, run_offline
 from draview.cli.inputs import InputError, iter_sources
 from draview.cli.limits import add_limit_flags, limits_from_args
 from draview.cli.output import as_list, write
@@ -58,6 +59,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help="allocations listed per device before the list is capped (default 32)",
     )
+    fit_flags = p.add_argument_group("fit (docs/fit.md)")
+    fit_flags.add_argument(
+        "--fit",
+        metavar="WORKLOAD",
+        help="instead of the status objects: how many copies of the claim, template or Pod "
+        "in WORKLOAD fit in the dump, one after another, and where",
+    )
+    add_fit_flags(fit_flags)
     add_profile_flags(p.add_argument_group("cluster profile"))
     add_limit_flags(p.add_argument_group("input limits (bad input never crashes)"))
     p.set_defaults(func=run)
@@ -75,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     except ProfileError as exc:
         print(f"draview analyze: {exc}", file=sys.stderr)
         return 2
+    if args.fit:
+        return run_offline(args, profile)
     # The decoded dump and the models are millions of acyclic containers; the cyclic
     # collector would only re-walk them, again and again, as the heap grows.
     gc.disable()

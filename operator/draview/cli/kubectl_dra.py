@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from draview.cli.dra import describe, flatten, get, why
+from draview.cli.dra import describe, fit, flatten, get, why
 from draview.cli.dra.common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_parser(sub, common)
     why.add_parser(sub, common)
     flatten.add_parser(sub, common)
+    fit.add_parser(sub, common)
     return parser
 
 

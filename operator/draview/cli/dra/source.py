@@ -34,6 +34,7 @@ Origin = Literal["operator", "computed"]
 RESOURCES: dict[str, tuple[str, bool]] = {
     "ResourceSlice": ("resourceslices.resource.k8s.io", False),
     "ResourceClaim": ("resourceclaims.resource.k8s.io", True),
+    "ResourceClaimTemplate": ("resourceclaimtemplates.resource.k8s.io", True),
     "DeviceClass": ("deviceclasses.resource.k8s.io", False),
     "DeviceTaintRule": ("devicetaintrules.resource.k8s.io", False),
     "Node": ("nodes", False),
