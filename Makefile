@@ -52,7 +52,7 @@ cluster:
 cluster-down:
 	e2e/cluster/down
 
-# Engine benchmark (bench/README.md): ratios against the JSON decode floor, RSS, one pool.
+# Engine benchmark (bench/engine/README.md): ratios against the JSON decode floor, RSS, one pool.
 bench: setup
 	$(PYTHON) bench/engine/generate.py
 	$(PYTHON) bench/engine/run.py

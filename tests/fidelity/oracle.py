@@ -73,7 +73,7 @@ class Oracle:
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         # The allocator allocates a CEL activation and cost tracker per device per call;
         # with Go's default GOGC=100 a third of the oracle's CPU went to the collector.
-        # GOGC=400 keeps it at about 60 MB and answers the same (bench/fidelity/README.md).
+        # GOGC=400 keeps it at about 60 MB and answers the same (bench/HISTORY.md, 2026-11-26).
         env = {**os.environ, "GOGC": os.environ.get("GOGC", "400")}
         self._proc = subprocess.Popen(
             [str(self._binary), *args],
