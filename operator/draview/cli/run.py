@@ -6,9 +6,13 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from draview.cli import settings as run_settings
 from draview.engine.profile import parse_gates
+
+if TYPE_CHECKING:
+    from draview.controller.operator_main import RunConfig
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,10 +30,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `draview analyze` never loads kopf or the API client.
     from draview.controller import logs
-    from draview.controller.core import Settings
-    from draview.controller.operator_main import RunConfig
+    from draview.controller.kubeconfig import StartupError
     from draview.controller.operator_main import run as run_operator
-    from draview.engine.model import EngineOptions
 
     try:
         s = run_settings.load(args)
@@ -37,7 +39,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"draview run: {exc}", file=sys.stderr)
         return 2
     logs.setup(s.log_level, s.log_format)
-    cfg = RunConfig(
+    log = logging.getLogger("draview")
+    # One line for whoever runs draview; the traceback only for whoever debugs it.
+    try:
+        return asyncio.run(run_operator(_config(s)))
+    except KeyboardInterrupt:
+        return 0
+    except StartupError as exc:  # says what was tried and what to set
+        log.error("cannot start: %s", exc)
+        log.debug("the failure's traceback", exc_info=True)
+    except Exception as exc:  # anything else that escaped: one line all the same
+        log.critical("fatal: %s: %s", type(exc).__name__, one_line(exc))
+        log.debug("the failure's traceback", exc_info=True)
+    return 1
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (API errors carry a multi-line body)."""
+    return " ".join(str(exc).split()) or "no message"
+
+
+def _config(s: run_settings.RunSettings) -> RunConfig:
+    from draview.controller.core import Settings
+    from draview.controller.operator_main import RunConfig
+    from draview.engine.model import EngineOptions
+
+    return RunConfig(
         kubeconfig=s.kubeconfig,
         context=s.context,
         settings=Settings(
@@ -69,10 +96,3 @@ def run(args: argparse.Namespace) -> int:
         retry_period=s.retry_period,
         shutdown_timeout=s.shutdown_timeout,
     )
-    try:
-        return asyncio.run(run_operator(cfg))
-    except KeyboardInterrupt:
-        return 0
-    except Exception as exc:  # anything that escaped: one clear line, non-zero exit
-        logging.getLogger("draview").critical("fatal: %s", exc, exc_info=True)
-        return 1

@@ -11,22 +11,23 @@ from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 import kopf
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 from draview.api.status import API_GROUP, PLURALS
+from draview.controller.kubeconfig import load as kubeconfig_load
 
 log = logging.getLogger("draview.kube")
 GROUP = "resource.k8s.io"
 
 
 async def connect(kubeconfig: str | None, context: str | None) -> client.ApiClient:
-    if kubeconfig or context:
-        await config.load_kube_config(config_file=kubeconfig, context=context)
-    else:
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            await config.load_kube_config()
+    """A client for the cluster that kubeconfig.load finds (StartupError: none)."""
+    await kubeconfig_load(kubeconfig, context)
+    return api_client()
+
+
+def api_client() -> client.ApiClient:
+    """A client for the configuration kubeconfig.load set."""
     cfg = client.Configuration.get_default_copy()
     if not cfg.proxy:
         cfg.proxy = env_proxy(str(cfg.host))

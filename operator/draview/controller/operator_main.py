@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from kubernetes_asyncio import client
 
-from draview.controller import kube, metrics, watch
+from draview.controller import kube, kubeconfig, metrics, watch
 from draview.controller.core import Controller, Settings
 from draview.controller.health import serve
 from draview.controller.informers import Informer, build_informers
@@ -62,22 +62,26 @@ class RunConfig:
 
 
 async def run(cfg: RunConfig) -> int:
-    api = await kube.connect(cfg.kubeconfig, cfg.context)
+    """The operator's life; a failure to start is a StartupError (one line)."""
+    origin = await kubeconfig.load(cfg.kubeconfig, cfg.context)
+    api = kube.api_client()
     # The identity in every request's user agent: the API server's audit log then names
     # the replica behind each write.
     api.user_agent = f"draview/{cfg.identity}"
     try:
-        return await _run(cfg, api)
+        return await _run(cfg, api, origin)
     finally:
         await api.close()
 
 
-async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
-    try:
-        profile = await cluster_profile(api, cfg.kubernetes_version, cfg.feature_gates)
-    except ProfileError as exc:
-        return await refuse(cfg.bind_address, cfg.port, str(exc))
-    versions = await discover(api, cfg.lease_namespace if cfg.leader_elect else None)
+async def _run(cfg: RunConfig, api: client.ApiClient, origin: str) -> int:
+    with kubeconfig.first_contact(str(api.configuration.host), origin):
+        try:
+            profile = await cluster_profile(api, cfg.kubernetes_version, cfg.feature_gates)
+        except ProfileError as exc:
+            with kubeconfig.listening(cfg.bind_address, cfg.port):
+                return await refuse(cfg.bind_address, cfg.port, str(exc))
+        versions = await discover(api, cfg.lease_namespace if cfg.leader_elect else None)
     if versions is None:
         return 1
     engine = replace(cfg.settings.engine, profile=profile)
@@ -101,7 +105,8 @@ async def _run(cfg: RunConfig, api: client.ApiClient) -> int:
         api, ctl.ingest, versions, cfg.watch_silence_timeout, node_status=node_status
     )
     syncer = Syncer(ctl, informers, api, versions)
-    runner = await serve(cfg.bind_address, cfg.port, syncer.not_ready)
+    with kubeconfig.listening(cfg.bind_address, cfg.port):
+        runner = await serve(cfg.bind_address, cfg.port, syncer.not_ready)
     await syncer.initial_list()
     if cfg.leader_elect:
         elector = _elector(api, cfg, syncer)
