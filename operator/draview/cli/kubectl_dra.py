@@ -21,13 +21,14 @@ from draview.cli.dra.common import (
 )
 from draview.cli.dra.source import Source
 from draview.cli.output import broken_pipe
+from draview.cli.parsing import OneLineParser
 
 PROG = "kubectl dra"
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = common_parser()
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = OneLineParser(
         prog=PROG,
         parents=[common],
         description="Dynamic Resource Allocation devices: what is free, what is taken and by "

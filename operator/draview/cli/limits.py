@@ -8,6 +8,7 @@ beyond any real input.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,9 +183,13 @@ def bounded_loader(limits: Limits) -> type:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    # ArgumentTypeError: argparse then says this, not "invalid _positive value".
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
     return value
 
 

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 from draview.cli import analyze, run
 from draview.cli.output import broken_pipe
+from draview.cli.parsing import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = OneLineParser(
         prog="draview",
         description="Exact availability of Kubernetes DRA devices: what is free, what is "
         "taken and by whom, and why.",

@@ -27,7 +27,8 @@ class NotFound(CliError):
 
 def _one_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "kubectl failed"
+    # kubectl's own "error: " prefix: ours is printed before it ("error: error: stat …").
+    return lines[-1].removeprefix("error: ") if lines else "kubectl failed"
 
 
 @dataclass
