@@ -155,7 +155,7 @@ class _PoolComputation:
         self.in_use = self.alloc.held() & by_device.keys()
         # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
         # zero running total takes the next item's format): a claim change re-sums every
-        # in-use device's debits, and a Quantity per addition was a tenth of the work.
+        # in-use device's debits, and a Quantity object per addition costs more than the sum.
         consumed: dict[CounterKey, int] = {}
         fmts: dict[CounterKey, Format] = {}
         for name in sorted(self.alloc.debiting(self.in_use)):
