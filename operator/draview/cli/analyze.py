@@ -72,6 +72,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
+def warn(message: str) -> None:
+    print(f"draview analyze: warning: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.files:
         print("draview analyze: no input: give FILE… or - for stdin", file=sys.stderr)
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         print("draview analyze: --max-allocations must be 1 to 1024", file=sys.stderr)
         return 2
     try:
-        profile = profile_from_args(args)
+        profile = profile_from_args(args, warn)
     except ProfileError as exc:
         print(f"draview analyze: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from draview.engine.profile import make_profile, parse_gates
+from draview.engine.profile import check_gate_names, make_profile, parse_gates
 
 PREFIX = "DRAVIEW_"
 
@@ -130,6 +130,8 @@ class RunSettings(BaseSettings):
         gates = parse_gates(self.feature_gates or "")  # ProfileError is a ValueError
         if self.kubernetes_version is not None:
             make_profile(self.kubernetes_version, gates)
+        else:  # the cluster's release decides the rest (startup.cluster_profile)
+            check_gate_names(gates)
         return self
 
     @model_validator(mode="after")

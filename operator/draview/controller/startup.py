@@ -7,7 +7,7 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -21,6 +21,7 @@ from draview.engine import profile as profiles
 from draview.engine.profile import Profile, make_profile
 
 log = logging.getLogger("draview")
+REPORTED = "the API server's /metrics"
 
 
 async def cluster_profile(
@@ -33,6 +34,7 @@ async def cluster_profile(
     server = await kube.server_version(api)
     if gates is not None:
         profile = make_profile(version or server, gates, "flags", strict=False)
+        _say_gate_names(profile.release, gates, "--feature-gates")
     elif version is not None:
         profile = make_profile(version, source="flags")
     else:
@@ -42,6 +44,9 @@ async def cluster_profile(
         except (client.exceptions.ApiException, aiohttp.ClientError, OSError) as exc:
             why = f"GET /metrics: {exc}"
         profile = profiles.cluster_profile(server, text)
+        if text is not None:
+            reported = profiles.gates_from_metrics(text)
+            _say_gate_names(profile.release, reported, REPORTED)
         if profile.source == profiles.UNREAD:
             log.warning(
                 "cannot read the API server's feature gates: judging with the release's "
@@ -60,6 +65,16 @@ async def cluster_profile(
         extra={"server": server, "allocator": profile.implementation, "gates": profile.source},
     )
     return profile
+
+
+def _say_gate_names(release: str, gates: Iterable[str], where: str) -> None:
+    """Gates that are left out of the profile, never silently: a DRA gate draview does
+    not know (a typo, or newer than draview) is a warning, the rest one info line."""
+    names = profiles.sort_gates(release, gates)
+    for problem in names.problems(reported=where == REPORTED):
+        log.warning("%s: judged without it", problem, extra={"from": where})
+    if (note := names.ignored_note()) is not None:
+        log.info(note, extra={"from": where})
 
 
 async def refuse(host: str, port: int, reason: str) -> int:

@@ -14,8 +14,9 @@ k8s.io/dynamic-resource-allocation.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -166,6 +167,80 @@ def parse_gates(text: str) -> dict[str, bool]:
             raise ProfileError(f"feature gate {name}: {value!r} is not true or false")
         gates[name] = value == "true"
     return gates
+
+
+# What a DRA gate's name starts with: an unknown name like this is a typo or a gate
+# draview does not know yet, never a gate it may pass over unnamed.
+_DRA_PREFIXES: Final = ("DRA", "DynamicResource")
+_EVERY_GATE: Final = frozenset(name for table in _GATES.values() for name in table)
+
+
+def nearest_gate(name: str, release: str) -> str | None:
+    """The release's DRA gate `name` most likely misspells (case, a letter or two)."""
+    by_lower = {n.lower(): n for n in _GATES[release]}
+    close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=0.8)
+    return by_lower[close[0]] if close else None
+
+
+@dataclass(frozen=True, slots=True)
+class GateNames:
+    """The names of a gate list that are not DRA gates of a release, sorted out."""
+
+    release: str
+    # Look like DRA gates (a DRA name, a near miss of one, a gate of another release)
+    # but are none of this release's: a typo, or a gate draview does not know.
+    unknown: tuple[str, ...]
+    # Not DRA gates at all (a cluster reports every gate it has): they bear on nothing
+    # draview judges.
+    ignored: tuple[str, ...]
+
+    def problems(self, reported: bool = False) -> list[str]:
+        """One phrase per unknown name: given by a user, with the name it most likely
+        misspells; `reported` by a cluster (which has the gate), what draview lacks."""
+        if reported:
+            return [
+                f"the cluster reports feature gate {n}, which draview does not know for "
+                f"Kubernetes {self.release} (newer than this draview?)"
+                for n in self.unknown
+            ]
+        return [unknown_gate(n, self.release) for n in self.unknown]
+
+    def ignored_note(self) -> str | None:
+        if not self.ignored:
+            return None
+        return (
+            f"ignoring {len(self.ignored)} feature gate(s) that are not DRA gates "
+            f"(draview judges by DRA gates only): {', '.join(self.ignored)}"
+        )
+
+
+def sort_gates(release: str, names: Iterable[str]) -> GateNames:
+    known = _GATES[release]
+    unknown: list[str] = []
+    ignored: list[str] = []
+    for name in sorted(set(names) - known.keys()):
+        dra = name.startswith(_DRA_PREFIXES) or name in _EVERY_GATE
+        (unknown if dra or nearest_gate(name, release) else ignored).append(name)
+    return GateNames(release, tuple(unknown), tuple(ignored))
+
+
+def unknown_gate(name: str, release: str) -> str:
+    """Why a gate name is not one of the release's, and what it may have meant."""
+    text = f"feature gate {name} does not exist in Kubernetes {release}"
+    elsewhere = [r for r in RELEASES if name in _GATES[r]]
+    if elsewhere:
+        return f"{text} (it does in {', '.join(elsewhere)})"
+    if (guess := nearest_gate(name, release)) is not None:
+        return f"{text}: did you mean {guess}?"
+    return f"{text} (its DRA gates: {', '.join(known_gates(release))})"
+
+
+def check_gate_names(gates: Iterable[str]) -> None:
+    """Before the release is known (`draview run` asks the cluster): a name that no
+    supported release has and that looks like a DRA gate is a ProfileError."""
+    for name in sorted(set(gates) - _EVERY_GATE):
+        if name.startswith(_DRA_PREFIXES) or nearest_gate(name, NEWEST) is not None:
+            raise ProfileError(unknown_gate(name, NEWEST))
 
 
 def default_gates(release: str) -> dict[str, bool]:
@@ -333,20 +408,19 @@ def make_profile(
 ) -> Profile:
     """The profile of `release` (default the newest) with `gates` over its defaults.
 
-    strict: a DRA gate the release does not know, or a locked gate set away from its
-    default, is a ProfileError (kube-apiserver refuses to start on either). Live, where the
-    cluster reports gates, strict is off and unknown names are ignored.
+    strict: a name that looks like a DRA gate but is none of the release's (`sort_gates`:
+    a typo is most useful as an error), or a locked gate set away from its default, is a
+    ProfileError (kube-apiserver refuses to start on either). Live, where the cluster
+    reports gates, strict is off and such names are left out; callers say which
+    (`sort_gates`). Names that are not DRA gates are left out either way.
     """
     rel = parse_release(release) if release else NEWEST
     values = default_gates(rel)
+    if strict and gates and (problems := sort_gates(rel, gates).problems()):
+        raise ProfileError("; ".join(problems))
     for name, value in (gates or {}).items():
         spec = _GATES[rel].get(name)
         if spec is None:
-            if strict and (name.startswith("DRA") or name == "DynamicResourceAllocation"):
-                raise ProfileError(
-                    f"feature gate {name} does not exist in Kubernetes {rel} "
-                    f"(its DRA gates: {', '.join(known_gates(rel))})"
-                )
             continue
         if strict and spec[2] and value != spec[0]:
             raise ProfileError(

@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from draview.cli.dra.common import CliError
-from draview.engine.profile import Profile, ProfileError, cluster_profile
+from draview.engine.profile import (
+    GateNames,
+    Profile,
+    ProfileError,
+    cluster_profile,
+    gates_from_metrics,
+    sort_gates,
+)
 
 
 class NotServed(CliError):
@@ -38,6 +45,8 @@ class Kubectl:
     context: str | None = None
     timeout: float = 120
     _can_i: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+    # How the gates the cluster reports stand (cluster_profile): what was left out.
+    gate_names: GateNames | None = None
 
     @classmethod
     def find(cls, explicit: str | None, kubeconfig: str | None, context: str | None) -> Kubectl:
@@ -114,7 +123,10 @@ class Kubectl:
         if not isinstance(version, str):
             raise CliError(f"cannot read the server's version: {_one_line(proc.stderr)}")
         metrics = self.run("get", "--raw", "/metrics")
+        text = metrics.stdout if metrics.returncode == 0 else None
         try:
-            return cluster_profile(version, metrics.stdout if metrics.returncode == 0 else None)
+            profile = cluster_profile(version, text)
         except ProfileError as exc:
             raise CliError(str(exc)) from None
+        self.gate_names = sort_gates(profile.release, gates_from_metrics(text or ""))
+        return profile

@@ -171,7 +171,7 @@ class Source(Objects):
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Source:
         try:
-            named = profile_from_args(args) if given(args) else None
+            named = profile_from_args(args, warn) if given(args) else None
         except ProfileError as exc:
             raise UsageError(str(exc)) from None
         if args.filename:
@@ -190,6 +190,9 @@ class Source(Objects):
         if self._profile is None:
             kubectl = None if self.offline else self.kubectl
             self._profile = kubectl.cluster_profile() if kubectl is not None else DEFAULT
+            names = kubectl.gate_names if kubectl is not None else None
+            for problem in names.problems(reported=True) if names is not None else []:
+                self._warn(f"{problem}: judged without it")
         if not self._profile_said and self._profile is not DEFAULT:
             self._profile_said = True
             print(
