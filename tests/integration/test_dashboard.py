@@ -96,7 +96,16 @@ def test_dashboard_is_well_formed() -> None:
 
 
 class Prometheus:
-    def __init__(self, binary: str, workdir: Path, target_port: int) -> None:
+    """Debian's prometheus scraping the operator every second: at 127.0.0.1:target_port,
+    or as the given scrape configurations say (service discovery on a real node)."""
+
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        target_port: int = 0,
+        scrape_configs: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.port = free_port()
         self.workdir = workdir
         rules = workdir / "rules.yaml"
@@ -104,7 +113,8 @@ class Prometheus:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(rules)],
-            "scrape_configs": [
+            "scrape_configs": scrape_configs
+            or [
                 {
                     "job_name": "draview",
                     "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}],

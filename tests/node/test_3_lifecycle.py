@@ -1,0 +1,123 @@
+"""The release's life after install: `helm upgrade` with a changed flag rolls the Pods,
+deleting the leader Pod hands over within the Lease duration with never two writers, a
+forgotten image is named where users look, and `helm uninstall` keeps the CRDs and the
+status objects (the chart's default). These end the release that e2e/node/test installed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from audit import now, writes
+
+from kubecluster import REPO_ROOT, _state_dir
+from node import Release
+
+pytestmark = pytest.mark.cluster
+
+
+def test_helm_upgrade_with_a_changed_flag_rolls_the_pods(release: Release) -> None:
+    k = release.k
+    deployment = k.get("deployment", release.name, release.namespace)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    # The other log format than the one running: a change whatever the values were.
+    wanted = "json" if "--log-format=text" in container["args"] else "text"
+    before = {p["metadata"]["name"] for p in release.pods()}
+    release.helm(
+        "upgrade", release.name, str(REPO_ROOT / "charts" / "draview"),
+        "--namespace", release.namespace, "--reuse-values",
+        "--set", f"operator.logFormat={wanted}", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    k.wait_for(
+        "two new Ready replicas",
+        lambda: (
+            len(release.ready_pods()) == 2
+            and not before & {p["metadata"]["name"] for p in release.pods()}
+        ),
+        timeout=180,
+    )
+    for pod in release.ready_pods():
+        log = k.check("-n", release.namespace, "logs", pod["metadata"]["name"])
+        lines = [line for line in log.splitlines() if line.strip()]
+        assert lines, "the new replica logged nothing"
+        as_json = [line.startswith("{") for line in lines]
+        assert all(as_json) if wanted == "json" else not any(as_json), lines[:3]
+
+
+def test_deleting_the_leader_pod_hands_over_with_one_writer(release: Release) -> None:
+    k = release.k
+    leader = release.leader()
+    names = {p["metadata"]["name"] for p in release.ready_pods()}
+    (other,) = names - {leader}
+    began = now()
+    t0 = time.monotonic()
+    k.check("-n", release.namespace, "delete", "pod", leader, "--wait=false")
+    k.wait_for("the other replica to lead", lambda: release.leader() == other, timeout=30)
+    handover = time.monotonic() - t0
+    assert handover < 15, f"took {handover:.1f} s, more than the Lease duration"
+    # The new leader writes: a new slice gets its status from it.
+    tag = uuid.uuid4().hex[:6]
+    k.create({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"handover-{tag}"},
+        "spec": {"driver": "handover.draview.io", "nodeName": "draview-node",
+                 "pool": {"name": f"handover-{tag}", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "d0"}]},
+    })  # fmt: skip
+    try:
+        k.wait_for(
+            "the new leader's status of the new slice",
+            lambda: k.run("get", "resourceslicestatus", f"handover-{tag}").returncode == 0,
+            timeout=30,
+        )
+    finally:
+        k.delete("resourceslice", f"handover-{tag}")
+    log = _state_dir() / "logs" / "audit.log"
+    old = [w for w in writes(log, f"draview/{leader}") if w.at >= began]
+    new = [w for w in writes(log, f"draview/{other}") if w.at >= began]
+    assert new, "the new leader wrote nothing"
+    if old:
+        assert old[-1].at < new[0].began, (old[-1], new[0])
+
+
+def test_a_forgotten_image_is_named_in_describe(release: Release) -> None:
+    k = release.k
+    ns = k.create_namespace("draview-noimage")
+    try:
+        k.check("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+        release.helm(
+            "install", "noimage", str(REPO_ROOT / "charts" / "draview"), "--namespace", ns,
+            "--set", "crds.install=false", "--set", "image.repository=draview.local/missing",
+            "--set", "image.pullPolicy=Never", "--set", "replicaCount=1",
+        )  # fmt: skip
+
+        def reason() -> str | None:
+            pods = json.loads(k.check("-n", ns, "get", "pods", "-o", "json"))["items"]
+            for p in pods:
+                for s in p.get("status", {}).get("containerStatuses", []):
+                    waiting = s.get("state", {}).get("waiting") or {}
+                    if waiting.get("reason") == "ErrImageNeverPull":
+                        return str(p["metadata"]["name"])
+            return None
+
+        pod = k.wait_for("the kubelet to report the missing image", reason, timeout=60)
+        described = k.check("-n", ns, "describe", "pod", pod)
+        assert "draview.local/missing" in described and "ErrImageNeverPull" in described
+    finally:
+        release.helm("uninstall", "noimage", "--namespace", ns, check=False)
+        k.delete_namespace(ns)
+
+
+def test_uninstall_keeps_the_crds_and_the_status(release: Release) -> None:
+    k = release.k
+    before = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
+    assert before
+    release.helm("uninstall", release.name, "--namespace", release.namespace, "--wait")
+    k.wait_for("the operator's Pods to go", lambda: not release.pods(), timeout=120)
+    for crd in ("resourceslicestatuses.draview.io", "resourcepoolstatuses.draview.io"):
+        k.get("crd", crd)
+    after = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
+    assert {p["metadata"]["name"] for p in after} == {p["metadata"]["name"] for p in before}
