@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lint test test-unit test-fidelity test-integration test-matrix deploy-checks cluster cluster-down demo demo-down bench clean
+.PHONY: setup lint test test-unit test-fidelity test-integration test-matrix test-node deploy-checks cluster cluster-down node node-down demo demo-down bench clean
 
 setup:
 	$(PIP) install -q -e '.[test]'
@@ -43,7 +43,15 @@ test-matrix: setup
 	    tests/matrix || exit 1; \
 	done
 
-test: lint test-unit test-fidelity test-integration test-matrix
+# draview as users run it: its image built from the Dockerfile, `helm install`ed as two
+# Pods on a real kubelet node (containerd, runc, CNI, kube-proxy) beside the local control
+# plane, following Kubernetes' DRA test driver (e2e/node/README.md). Needs root; where the
+# machine cannot run a node it says why in one line and fails.
+NODE_RELEASE ?=
+test-node: setup deploy-checks
+	e2e/node/test $(NODE_RELEASE)
+
+test: lint test-unit test-fidelity test-integration test-matrix test-node
 
 cluster:
 	e2e/cluster/build
@@ -51,6 +59,14 @@ cluster:
 
 cluster-down:
 	e2e/cluster/down
+
+# The control plane with a real node; `make node-down` stops both.
+node:
+	e2e/node/up
+	e2e/node/driver
+
+node-down:
+	e2e/node/down
 
 # Engine benchmark (bench/engine/README.md): ratios against the JSON decode floor, RSS, one pool.
 bench: setup
