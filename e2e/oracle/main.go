@@ -56,6 +56,8 @@ type caseIn struct {
 	// Further orders given outright: each a permutation of the slices' indices, so a
 	// caller can realise any combination of first slices across pools.
 	Permutations [][]int `json:"permutations"`
+	// The fit mode (fit.go): copies placed one after another instead of probes.
+	Fit *fitIn `json:"fit"`
 }
 
 type probeIn struct {
@@ -152,6 +154,13 @@ func answer(line []byte) any {
 		}
 		_ = json.Unmarshal(line, &idOnly)
 		return errorOut{ID: idOnly.ID, Error: fmt.Sprintf("malformed case: %v", err)}
+	}
+	if c.Fit != nil {
+		out, err := runFit(&c)
+		if err != nil {
+			return errorOut{ID: c.ID, Error: err.Error()}
+		}
+		return out
 	}
 	probes, err := runCase(&c)
 	if err != nil {

@@ -141,6 +141,7 @@ class _Merged:
     claim: ResourceClaim
     names: tuple[str, ...]  # each merged claim's name
     several: bool
+    claim_of: Mapping[str, int]  # merged request name -> index of its claim
 
     def owner(self, request: str) -> tuple[str, str]:
         """(claim name, request as that claim names it) of a merged request name."""
@@ -153,7 +154,7 @@ class _Merged:
 def _merge(claims: Sequence[ResourceClaim]) -> _Merged:
     names = tuple(c.name for c in claims)
     if len(claims) == 1:
-        return _Merged(claims[0], names, False)
+        return _Merged(claims[0], names, False, {})
     requests: list[Request] = []
     constraints: list[Constraint] = []
     for ci, c in enumerate(claims):
@@ -173,7 +174,8 @@ def _merge(claims: Sequence[ResourceClaim]) -> _Merged:
         requests=tuple(requests),
         constraints=tuple(constraints),
     )
-    return _Merged(merged, names, True)
+    of = {r.name: int(r.name.split("-", 1)[0][1:]) for r in requests}
+    return _Merged(merged, names, True, of)
 
 
 # -- one node's searches ------------------------------------------------------------------
@@ -236,6 +238,7 @@ class _Question:
         self._states: dict[tuple[PoolKey, tuple[Taken, ...]], AllocatedState] = {}
         self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
         self.max_results = MAX_RESULTS * len(first.names)
+        self.tried: list[NodeName] = []  # the nodes copies may go to
         # The requests of the shared claims the first copy allocates: later copies go
         # only where their devices reach.
         own = set(merged.names)
@@ -324,7 +327,7 @@ class _Question:
                 self._outcomes[key] = found
                 return found
         if self.rules.pools_sorted:
-            found.append(self._search(merged.claim, pools, None))
+            found.append(self._search(merged, pools, None))
         else:
             rel = relevance(merged.claim, self.classes, pools, self.cel, self.rules)
             rel.hazard = True  # every order: the devices taken depend on it
@@ -332,7 +335,7 @@ class _Question:
             while pending:
                 prefix = pending.pop()
                 try:
-                    outcome = self._search(merged.claim, pools, Chooser(rel, prefix))
+                    outcome = self._search(merged, pools, Chooser(rel, prefix))
                 except NeedChoice as need:
                     pending.extend((*prefix, o) for o in reversed(need.options))
                     continue
@@ -341,12 +344,10 @@ class _Question:
         self._outcomes[key] = found
         return found
 
-    def _search(
-        self, claim: ResourceClaim, pools: list[NodePool], chooser: Chooser | None
-    ) -> Outcome:
+    def _search(self, merged: _Merged, pools: list[NodePool], chooser: Chooser | None) -> Outcome:
         self.searches += 1
         search = NodeSearch(
-            claim,
+            merged.claim,
             self.classes,
             pools,
             self.cel,
@@ -354,6 +355,7 @@ class _Question:
             self.rules,
             chooser,
             max_results=self.max_results,
+            claim_of=merged.claim_of,
         )
         try:
             answer = search.run()
@@ -405,7 +407,7 @@ def _explore(q: _Question, nodes: Sequence[NodeName], cap: int | None) -> _Reach
             if q.spent:
                 reach.frontier.append(depth)
                 continue
-            ends = goes = unknown = False
+            ends = goes = unknown = stuck = False
             nexts: list[tuple[NodeName, tuple[Taken, ...]]] = []
             for combo in range(len(q.combos)):
                 certain = possible = False
@@ -423,6 +425,8 @@ def _explore(q: _Question, nodes: Sequence[NodeName], cap: int | None) -> _Reach
                 if not certain:
                     goes = True
                     nexts.extend(fits)
+                    # Under this listing no node fits: the copies may end here.
+                    stuck = stuck or not fits
             if depth == 0:
                 reach.start_goes = goes
                 for node, taken in nexts:
@@ -435,7 +439,7 @@ def _explore(q: _Question, nodes: Sequence[NodeName], cap: int | None) -> _Reach
                 reach.ends.append(depth)
             if goes:
                 reach.goes.append(depth)
-                if not nexts and not unknown:
+                if stuck and not unknown:
                     reach.stuck.append(depth)
             for _, taken in nexts:
                 nxt = _merge_state(state, taken)
@@ -572,6 +576,9 @@ def fit(
     first = _merge([*per_copy, *pending]) if pending else merged
     q = _Question(world, results, rules, merged, first, budget, cel)
     nodes = q.nodes()
+    if world.nodes is not None:
+        # The cluster's nodes are known: no node is assumed beyond them.
+        nodes = [n for n in nodes if n is not None]
     pinned = [c for c in workload.shared if c.allocated]
     if pinned:
         nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
@@ -589,6 +596,7 @@ def fit(
         )
     else:
         groups = _groups(q, nodes)
+    q.tried = nodes
     reaches = [_explore(q, g, count) for g in groups]
     out.copies, out.max_copies = _bounds(reaches)
     if count is not None:
@@ -672,8 +680,7 @@ def _first_and_blocker(
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
 ) -> None:
-    nodes = q.nodes()
-    path, why = _greedy(q, nodes, count)
+    path, why = _greedy(q, q.tried, count)
     if path:
         out.first_node = path[0][0]
         out.first = _devices(q.first, path[0][1])

@@ -134,10 +134,13 @@ class NodeSearch:
         rules: Rules = DEFAULT_RULES,
         chooser: Chooser | None = None,
         max_results: int = MAX_RESULTS,
+        claim_of: Mapping[str, int] | None = None,
     ) -> None:
         """`chooser`: the walk order where the allocator walks pools in map order;
         `max_results`: how many results the claim may hold (a Pod's claims searched as
-        one claim hold that many each: explain/fit.py)."""
+        one claim hold that many each: explain/fit.py); `claim_of`: for such a
+        search, which of the Pod's claims each request belongs to."""
+        self.claim_of = claim_of or {}
         self.max_results = max_results
         self.claim = claim
         self.chooser = chooser
@@ -149,7 +152,10 @@ class NodeSearch:
         self.budget = budget
         self.requests: dict[tuple[int, int], _Request] = {}
         self.matches: dict[tuple[tuple[str, str, str], tuple[int, int]], bool] = {}
-        self.allocating: set[tuple[str, str, str]] = set()
+        # Devices taken by this call, with the claims taking them (allocatingDevices): a
+        # device is in use once any claim takes it; admin access refuses it only where
+        # its own claim does.
+        self.allocating: dict[tuple[str, str, str], list[int]] = {}
         self.shares: dict[tuple[str, str, str], int] = {}
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
         self.counters = _Counters(self.rules.counters_by_pool_id)
@@ -320,7 +326,7 @@ class NodeSearch:
     def _fits(self, ri: int, si: int, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
         """The checks before allocateDevice: in use, selectors, capacity."""
         admin = data.choice.admin_access
-        if admin and d.id in self.allocating:
+        if admin and self._claim(data) in self.allocating.get(d.id, ()):
             return False
         if not admin and self._in_use(d, pool):
             return False
@@ -376,7 +382,7 @@ class NodeSearch:
         dev = d.device
         multi = dev.allow_multiple_allocations
         admin = data.choice.admin_access
-        if not multi and admin and d.id in self.allocating:
+        if not multi and admin and self._claim(data) in self.allocating.get(d.id, ()):
             return None
         if not admin and self._in_use(d, pool):
             return None
@@ -411,8 +417,9 @@ class NodeSearch:
             refuse()
             return None
         if not multi:
-            self.allocating.add(d.id)
-            undo.append(lambda: self.allocating.discard(d.id))
+            claim = self._claim(data)
+            self.allocating.setdefault(d.id, []).append(claim)
+            undo.append(partial(self._release, d.id, claim))
         if not self._capacity_fits(data, d, pool, slot):
             if self.rules.capacity_recheck_own_device:
                 refuse()
@@ -503,6 +510,15 @@ class NodeSearch:
         if not dev.consumes_counters or skip:
             return False
         return True if self.counters.reserve(d, pool) else None
+
+    def _claim(self, data: _Request) -> int:
+        return self.claim_of.get(data.base, 0)
+
+    def _release(self, dev: tuple[str, str, str], claim: int) -> None:
+        claims = self.allocating[dev]
+        claims.remove(claim)
+        if not claims:
+            del self.allocating[dev]
 
     def _drop_last(self) -> None:
         self.picks.pop()
