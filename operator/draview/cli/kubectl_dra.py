@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from draview.cli.dra import describe, fit, flatten, get, why
+from draview.cli.dra import describe, fit, flatten, get, version, why
 from draview.cli.dra.common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -22,6 +22,7 @@ from draview.cli.dra.common import (
 from draview.cli.dra.source import Source
 from draview.cli.output import broken_pipe
 from draview.cli.parsing import OneLineParser
+from draview.cli.version import one_line
 
 PROG = "kubectl dra"
 
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_parser(sub, common)
     flatten.add_parser(sub, common)
     fit.add_parser(sub, common)
+    version.add_parser(sub, common)
+    parser.add_argument("--version", action="version", version=one_line())
     return parser
 
 
@@ -51,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
     try:
-        source = Source.from_args(args)
+        # `version` asks kubectl itself, and says so when it is missing.
+        source = Source.from_args(args) if args.command != "version" else None
         code: int = args.func(args, source)
         sys.stdout.flush()
         return code

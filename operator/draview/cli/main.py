@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from draview.cli import analyze, run
+from draview.cli import analyze, run, version
 from draview.cli.output import broken_pipe
 from draview.cli.parsing import OneLineParser
 
@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     analyze.add_parser(sub)
     run.add_parser(sub)
+    version.add_parser(sub)
+    parser.add_argument("--version", action="version", version=version.one_line())
     return parser
 
 

@@ -47,6 +47,7 @@ class Kubectl:
     _can_i: dict[tuple[str, str, str], bool] = field(default_factory=dict)
     # How the gates the cluster reports stand (cluster_profile): what was left out.
     gate_names: GateNames | None = None
+    _versions: tuple[str | None, str | None, str] | None = None
 
     @classmethod
     def find(cls, explicit: str | None, kubeconfig: str | None, context: str | None) -> Kubectl:
@@ -110,18 +111,29 @@ class Kubectl:
             self._can_i[key] = proc.returncode == 0 and proc.stdout.strip() == "yes"
         return self._can_i[key]
 
+    def versions(self) -> tuple[str | None, str | None, str]:
+        """kubectl's own gitVersion and the server's (None where unknown), and what
+        kubectl said when it could not read the server's; asked once."""
+        if self._versions is None:
+            proc = self.run("version", "-o", "json")
+            try:
+                doc = json.loads(proc.stdout or "{}")
+            except json.JSONDecodeError:
+                doc = {}
+            found: list[str | None] = []
+            for key in ("clientVersion", "serverVersion"):
+                part = doc.get(key) if isinstance(doc, dict) else None
+                version = part.get("gitVersion") if isinstance(part, dict) else None
+                found.append(version if isinstance(version, str) else None)
+            self._versions = (found[0], found[1], _one_line(proc.stderr))
+        return self._versions
+
     def cluster_profile(self) -> Profile:
         """The cluster's release (/version) and DRA gates (/metrics of the API server);
         where /metrics may not be read, the release's defaults (the source says so)."""
-        proc = self.run("version", "-o", "json")
-        try:
-            doc = json.loads(proc.stdout or "{}")
-        except json.JSONDecodeError:
-            doc = {}
-        server = doc.get("serverVersion") if isinstance(doc, dict) else None
-        version = server.get("gitVersion") if isinstance(server, dict) else None
-        if not isinstance(version, str):
-            raise CliError(f"cannot read the server's version: {_one_line(proc.stderr)}")
+        _, version, why = self.versions()
+        if version is None:
+            raise CliError(f"cannot read the server's version: {why}")
         metrics = self.run("get", "--raw", "/metrics")
         text = metrics.stdout if metrics.returncode == 0 else None
         try:

@@ -1,0 +1,103 @@
+"""`kubectl dra version`: `draview version`, plus kubectl's and the cluster's side: the
+server's release and the profile draview detects for it (release, allocator, DRA gates:
+what the operator logs at start-up as "judging as"), or why it cannot be read.
+
+As `kubectl version`: exit 1 when the cluster cannot be read (everything else is
+printed all the same); `--client` asks no cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from draview.cli.dra.common import CliError
+from draview.cli.dra.kubectl import Kubectl
+from draview.cli.dra.source import Source
+from draview.cli.version import facts, print_version, rows
+from draview.engine.profile import Profile
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "version",
+        parents=[common],
+        help="print draview's version and the profile it detects for the cluster",
+        description="Print draview's version, the Kubernetes releases it judges, the Python "
+        "and dependency versions, kubectl's version and, for the cluster of the current "
+        "context, its release and the profile draview judges it by (release, allocator, "
+        "DRA feature gates and where they were read). Exit 1 when the cluster cannot be "
+        "read; --client asks no cluster.",
+    )
+    p.add_argument("--client", action="store_true", help="only this machine: ask no cluster")
+    p.set_defaults(func=run)
+
+
+def _unread(error: str | None = None) -> dict[str, Any]:
+    """The cluster's part of the object: every key always there, `error` when unread."""
+    return {
+        "serverVersion": None,
+        "profile": None,
+        "label": None,
+        "unknownGates": [],
+        "ignoredGates": [],
+        "error": error,
+    }
+
+
+def _cluster(kubectl: Kubectl) -> dict[str, Any]:
+    out = _unread()
+    out["serverVersion"] = kubectl.versions()[1]
+    try:
+        profile: Profile = kubectl.cluster_profile()
+    except CliError as exc:
+        out["error"] = str(exc)
+        return out
+    out["profile"] = profile.as_status()
+    out["label"] = profile.label()
+    if kubectl.gate_names is not None:
+        out["unknownGates"] = list(kubectl.gate_names.unknown)
+        out["ignoredGates"] = list(kubectl.gate_names.ignored)
+    return out
+
+
+def _cluster_rows(cluster: dict[str, Any]) -> list[tuple[str, str]]:
+    if cluster["error"] is not None:
+        return [("Cluster profile", f"cannot read it: {cluster['error']}")]
+    profile = cluster["profile"]
+    pairs = [
+        ("Server", str(cluster["serverVersion"])),
+        (
+            "Cluster profile",
+            f"{cluster['label']} (allocator {profile['allocator']}, gates: {profile['source']})",
+        ),
+    ]
+    if cluster["unknownGates"]:
+        unknown = ", ".join(cluster["unknownGates"])
+        pairs.append(("Unknown gates", f"{unknown} (draview does not know them: judged without)"))
+    if cluster["ignoredGates"]:
+        count = len(cluster["ignoredGates"])
+        pairs.append(("Ignored gates", f"{count} that are not DRA gates (-o yaml lists them)"))
+    return pairs
+
+
+def run(args: argparse.Namespace, source: Source | None = None) -> int:
+    info = facts()
+    info["kubectl"] = None
+    info["cluster"] = None
+    pairs = rows(info)
+    code = 0
+    if not args.client and not args.filename:  # a dump (-f) has no cluster to ask
+        try:
+            kubectl = Kubectl.find(args.kubectl, args.kubeconfig, args.context)
+            info["kubectl"] = kubectl.versions()[0]
+        except CliError as exc:  # no kubectl to ask
+            info["cluster"] = _unread(str(exc))
+            pairs.append(("kubectl", str(exc)))
+            code = 1
+        else:
+            info["cluster"] = cluster = _cluster(kubectl)
+            pairs += [("kubectl", str(info["kubectl"])), *_cluster_rows(cluster)]
+            code = 1 if cluster["error"] is not None else 0
+    print_version(info, args.output, pairs)
+    return code
