@@ -25,6 +25,7 @@ from draview.controller.kopf_wiring import start_kopf
 from draview.controller.leader import LeaderElector
 from draview.controller.lifecycle import chain_signals, shutdown, wait_for_stop
 from draview.controller.nodes import reads_node_status
+from draview.controller.pod_events import NotReadyReporter, own_pod
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.startup import cluster_profile, discover, event_posters, refuse
 from draview.controller.sync import Syncer
@@ -122,6 +123,10 @@ async def _run(cfg: RunConfig, api: client.ApiClient, origin: str) -> int:
     tasks = [*_start_tasks(cfg, ctl, syncer, informers), kopf_task]
     if elector is not None:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
+    pod = own_pod()
+    if pod is not None:
+        reporter = NotReadyReporter(api, pod, syncer.not_ready)
+        tasks.append(asyncio.create_task(reporter.run(), name="not-ready-events"))
     else:
         syncer.become_leader()
     code = await wait_for_stop(stop, tasks)
