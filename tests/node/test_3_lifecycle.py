@@ -121,3 +121,50 @@ def test_uninstall_keeps_the_crds_and_the_status(release: Release) -> None:
         k.get("crd", crd)
     after = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
     assert {p["metadata"]["name"] for p in after} == {p["metadata"]["name"] for p in before}
+
+
+def test_forgotten_crds_are_named_in_describe_log_and_readyz(release: Release) -> None:
+    """A release installed without the CRDs (crds.install=false, none in the cluster) is
+    not Ready and says why where users look; once the CRDs are applied it recovers."""
+    k = release.k
+    crds = ("crd/resourceslicestatuses.draview.io", "crd/resourcepoolstatuses.draview.io")
+    k.check("delete", *crds, "--wait=true", "--timeout=120s")
+    ns = k.create_namespace("draview-nocrds")
+    try:
+        k.check("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+        repository, tag = release.image.rsplit(":", 1)
+        release.helm(
+            "install", "nocrds", str(REPO_ROOT / "charts" / "draview"), "--namespace", ns,
+            "--set", "crds.install=false", "--set", f"image.repository={repository}",
+            "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
+            "--set", "replicaCount=1",
+        )  # fmt: skip
+
+        def not_ready_event() -> str | None:
+            pods = json.loads(k.check("-n", ns, "get", "pods", "-o", "json"))["items"]
+            for p in pods:
+                described = k.check("-n", ns, "describe", "pod", p["metadata"]["name"])
+                if "NotReady" in described and "CRD missing" in described:
+                    return str(p["metadata"]["name"])
+            return None
+
+        pod = k.wait_for("a NotReady Event saying the CRD is missing", not_ready_event, timeout=120)
+        assert "CRD missing" in k.check("-n", ns, "logs", pod)
+        readyz = k.run("get", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod}:8080/proxy/readyz")
+        assert "CRD missing" in readyz.stderr + readyz.stdout, readyz
+        status = k.get("pod", pod, ns)["status"]
+        assert status["containerStatuses"][0]["restartCount"] == 0, "no crash loop"
+
+        k.check("apply", "-k", str(REPO_ROOT / "deploy" / "crds"))
+        k.wait_for(
+            "the Pod Ready once the CRDs are there",
+            lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in k.get("pod", pod, ns)["status"].get("conditions", [])
+            ),
+            timeout=120,
+        )
+    finally:
+        release.helm("uninstall", "nocrds", "--namespace", ns, check=False)
+        k.delete_namespace(ns)
+        k.run("apply", "-k", str(REPO_ROOT / "deploy" / "crds"))
