@@ -19,12 +19,14 @@ from draview.api.workload import Workload
 from draview.api.world import build_world
 from draview.engine.model import EngineOptions
 from draview.engine.profile import Profile
-from draview.explain.fit import FitError, FitResult, fit
+from draview.explain.fit import FIT_BUDGET, FitError, FitResult, fit
+
+__all__ = ["BUDGET", "COUNT", "compare_fit", "fit", "fit_case", "workload_of", "workloads"]
 
 POLICIES = ("first", "last", "spread", "random-1", "random-2")
 # Copies asked at most: enough to use up the small worlds' pools, few enough for CI.
 COUNT = 8
-BUDGET = 50_000
+BUDGET = FIT_BUDGET  # as the CLI spends by default
 
 
 def fit_case(
@@ -63,7 +65,9 @@ def compare_fit(
     answer: dict[str, Any],
     profile: Profile | None = None,
     count: int = COUNT,
+    known: FitResult | None = None,
 ) -> Checked:
+    """`known`: draview's answer, when the caller has it already."""
     if "error" in answer:
         raise RuntimeError(f"oracle refused the world: {answer['error']}")
     world = build_world(objects)
@@ -71,7 +75,7 @@ def compare_fit(
     workload = workload_of(claims)
     placed = sum(r["copies"] for r in (*answer["nodes"].values(), *answer["policies"].values()))
     try:
-        mine: FitResult | None = fit(world, workload, options, count=count, budget=BUDGET)
+        mine: FitResult | None = known or fit(world, workload, options, count=count, budget=BUDGET)
     except FitError as exc:
         # An unknown class: the allocator fails every attempt.
         wrong = [
@@ -94,7 +98,14 @@ def compare_fit(
                 f"({run['stopped'][:160]})"
             )
             continue
-        if node is None or node.devices_vary or not run["copies"] or not run.get("first"):
+        unexplored = node is not None and node.bounded and not node.devices
+        if (
+            node is None
+            or node.devices_vary
+            or unexplored
+            or not run["copies"]
+            or not run.get("first")
+        ):
             continue
         theirs = sorted(
             (ci, d["request"], d["driver"], d["pool"], d["device"])

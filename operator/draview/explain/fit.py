@@ -411,9 +411,11 @@ def _explore(q: _Question, nodes: Sequence[NodeName], cap: int | None) -> _Reach
             nexts: list[tuple[NodeName, tuple[Taken, ...]]] = []
             for combo in range(len(q.combos)):
                 certain = possible = False
+                misses = True  # every node may answer no: the attempt may place nothing
                 fits: list[tuple[NodeName, tuple[Taken, ...]]] = []
                 for node in nodes:
                     found = q.outcomes(node, combo, state)
+                    misses = misses and any(o == "no" for o, _ in found)
                     errors = [str(d) for o, d in found if o == "error"]
                     if errors:
                         possible = True
@@ -425,8 +427,9 @@ def _explore(q: _Question, nodes: Sequence[NodeName], cap: int | None) -> _Reach
                 if not certain:
                     goes = True
                     nexts.extend(fits)
-                    # Under this listing no node fits: the copies may end here.
-                    stuck = stuck or not fits
+                    # Under this listing (and, in 1.34 and 1.35, these walk orders) no
+                    # node fits: the copies may end here.
+                    stuck = stuck or misses
             if depth == 0:
                 reach.start_goes = goes
                 for node, taken in nexts:
