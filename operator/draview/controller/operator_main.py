@@ -30,7 +30,7 @@ from draview.controller.ratelimit import TokenBucket
 from draview.controller.startup import cluster_profile, discover, event_posters, refuse
 from draview.controller.sync import Syncer
 from draview.controller.writer import Writer
-from draview.engine.profile import ProfileError
+from draview.engine.profile import Profile, ProfileError
 
 log = logging.getLogger("draview")
 
@@ -70,12 +70,17 @@ async def run(cfg: RunConfig) -> int:
     # the replica behind each write.
     api.user_agent = f"draview/{cfg.identity}"
     try:
-        return await _run(cfg, api, origin)
+        learnt = await _learn(cfg, api, origin)
+        return learnt if isinstance(learnt, int) else await _run(cfg, api, *learnt)
     finally:
         await api.close()
 
 
-async def _run(cfg: RunConfig, api: client.ApiClient, origin: str) -> int:
+async def _learn(
+    cfg: RunConfig, api: client.ApiClient, origin: str
+) -> tuple[Profile, dict[str, str]] | int:
+    """The first requests: whose scheduler to mirror, what the server serves. An exit
+    code when there is nothing to run (DRA not served, a release draview cannot judge)."""
     with kubeconfig.first_contact(str(api.configuration.host), origin):
         try:
             profile = await cluster_profile(api, cfg.kubernetes_version, cfg.feature_gates)
@@ -83,8 +88,12 @@ async def _run(cfg: RunConfig, api: client.ApiClient, origin: str) -> int:
             with kubeconfig.listening(cfg.bind_address, cfg.port):
                 return await refuse(cfg.bind_address, cfg.port, str(exc))
         versions = await discover(api, cfg.lease_namespace if cfg.leader_elect else None)
-    if versions is None:
-        return 1
+    return 1 if versions is None else (profile, versions)
+
+
+async def _run(
+    cfg: RunConfig, api: client.ApiClient, profile: Profile, versions: dict[str, str]
+) -> int:
     engine = replace(cfg.settings.engine, profile=profile)
     cfg = replace(cfg, settings=replace(cfg.settings, engine=engine))
     elector: LeaderElector | None = None
