@@ -88,6 +88,8 @@ def test_kubectl_dra_version_client_and_offline_ask_no_cluster(
         info = json.loads(out)
         assert code == 0 and list(info) == [*KEYS, "kubectl", "cluster"]
         assert info["kubectl"] is None and info["cluster"] is None
+    code, _, err = dra(capsys, "version", "--client", "--feature-gates", "DRADeviceTaints=true")
+    assert code == 0 and "--feature-gates are not used by version" in err
 
 
 FAKE_KUBECTL = """#!{python}

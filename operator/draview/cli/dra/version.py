@@ -13,7 +13,8 @@ from typing import Any
 
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import Kubectl
-from draview.cli.dra.source import Source
+from draview.cli.dra.source import Source, warn
+from draview.cli.profile_flags import given
 from draview.cli.version import facts, print_version, rows
 from draview.engine.profile import Profile
 
@@ -82,6 +83,8 @@ def _cluster_rows(cluster: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace, source: Source | None = None) -> int:
+    if given(args):  # they name a profile to judge as; this command reports the cluster's
+        warn("--kubernetes-version and --feature-gates are not used by version")
     info = facts()
     info["kubectl"] = None
     info["cluster"] = None
