@@ -48,3 +48,31 @@ async def test_an_unexpected_error_is_not_retried() -> None:
 
     with pytest.raises(ValueError):
         await until_done("initial list", step)
+
+
+async def test_readiness_hears_why_an_attempt_failed_and_that_it_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from draview.controller import startup
+
+    async def no_wait(_: float) -> None:
+        return None
+
+    monkeypatch.setattr(asyncio, "sleep", no_wait)
+    heard: list[str | None] = []
+    failures = [ApiException(status=404, reason="Not Found"), OSError("connection refused")]
+
+    async def step() -> None:
+        if failures:
+            raise failures.pop(0)
+
+    await until_done("initial status sync", step, heard.append)
+    assert heard == [
+        startup.NO_CRDS,
+        "the API server is unreachable: connection refused",
+        None,
+    ]

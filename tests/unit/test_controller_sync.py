@@ -29,6 +29,16 @@ def test_readiness_says_what_is_missing() -> None:
     assert s.not_ready() == "cannot write status: CRD missing"
 
 
+def test_readiness_says_why_a_start_up_step_keeps_failing() -> None:
+    s = _syncer()
+    s._failing("draview CRDs are not served")
+    assert s.not_ready() == "initial list not finished: draview CRDs are not served"
+    s.listed = True
+    assert s.not_ready() == "initial status sync not finished: draview CRDs are not served"
+    s._failing(None)
+    assert s.not_ready() is None
+
+
 async def test_losing_the_lease_cancels_the_sync_and_empties_the_queue() -> None:
     s = _syncer()
     s.listed = True

@@ -130,12 +130,12 @@ async def _run(
     kopf_task = start_kopf(ctl.ingest, api, versions, stop)
     chain_signals(loop, stop)  # kopf replaces our handlers when it starts: chain them
     tasks = [*_start_tasks(cfg, ctl, syncer, informers), kopf_task]
-    if elector is not None:
-        tasks.append(asyncio.create_task(elector.run(), name="leader"))
     pod = own_pod()
     if pod is not None:
         reporter = NotReadyReporter(api, pod, syncer.not_ready)
         tasks.append(asyncio.create_task(reporter.run(), name="not-ready-events"))
+    if elector is not None:
+        tasks.append(asyncio.create_task(elector.run(), name="leader"))
     else:
         syncer.become_leader()
     code = await wait_for_stop(stop, tasks)

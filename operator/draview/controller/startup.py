@@ -139,28 +139,37 @@ def event_posters(
     return post, post_slice
 
 
-async def until_done(what: str, step: Callable[[], Awaitable[None]]) -> None:
+NO_CRDS = "draview CRDs are not served; install them with `kubectl apply -k deploy/crds`"
+
+
+async def until_done(
+    what: str,
+    step: Callable[[], Awaitable[None]],
+    failing: Callable[[str | None], None] = lambda _: None,
+) -> None:
     """Retry a startup step until it succeeds: an API server that is restarting (429
     "storage is (re)initializing", 5xx, refused connections) or CRDs not served yet must
-    delay readiness, never crash the operator."""
+    delay readiness, never crash the operator. `failing` hears why the last attempt
+    failed (None once it succeeded), so that /readyz can say it."""
     delay = 1.0
     while True:
         try:
             await step()
+            failing(None)
             return
         except client.exceptions.ApiException as exc:
             if exc.status == 404:
-                log.error(
-                    "draview CRDs are not served; install them with `kubectl apply -k deploy/crds`",
-                    extra={"step": what},
-                )
+                log.error(NO_CRDS, extra={"step": what})
+                failing(NO_CRDS)
             else:
                 log.warning(
                     "API request failed",
                     extra={"step": what, "code": exc.status, "reason": exc.reason},
                 )
+                failing(f"the API server answered {exc.status} {exc.reason}")
         except (OSError, TimeoutError, aiohttp.ClientError) as exc:
             log.warning("API server unreachable", extra={"step": what, "error": str(exc)})
+            failing(f"the API server is unreachable: {str(exc)[:200]}")
         if not gc.isenabled():
             # Inside sync.long_lived nothing collects, and what it built is frozen
             # without a collection at its end: what the failed attempt left in cycles

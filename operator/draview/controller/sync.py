@@ -53,9 +53,14 @@ class Syncer:
         self.versions = versions
         self.listed = False
         self.sync_task: asyncio.Task[None] | None = None
+        # Why the last attempt of a start-up step failed, for /readyz; None otherwise.
+        self.startup_problem: str | None = None
 
     def not_ready(self) -> str | None:
         """Why /readyz answers 503, or None."""
+        if self.startup_problem is not None:
+            step = "initial list" if not self.listed else "initial status sync"
+            return f"{step} not finished: {self.startup_problem}"
         if not self.listed:
             return "initial list not finished"
         if self.ctl.writer.blocked:  # e.g. CRDs deleted, RBAC missing: nothing can be written
@@ -63,6 +68,9 @@ class Syncer:
         if self.ctl.role.leader and not self.ctl.role.synced:
             return "initial status sync not finished"
         return None
+
+    def _failing(self, problem: str | None) -> None:
+        self.startup_problem = problem
 
     async def relist(self) -> None:
         for informer in self.informers:
@@ -74,7 +82,7 @@ class Syncer:
     async def initial_list(self) -> None:
         started = time.monotonic()
         with long_lived():
-            await until_done("initial list", self.relist)
+            await until_done("initial list", self.relist, self._failing)
         self.listed = True
         store = self.ctl.store
         log.info(
@@ -91,7 +99,7 @@ class Syncer:
     async def _initial_sync(self) -> None:
         began = time.monotonic()
         with long_lived():
-            await until_done("initial status sync", self.ctl.worker.full_sync)
+            await until_done("initial status sync", self.ctl.worker.full_sync, self._failing)
         log.info(
             "status in sync",
             extra={
