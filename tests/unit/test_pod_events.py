@@ -33,7 +33,7 @@ def test_the_event_is_about_the_pod_by_uid() -> None:
     }  # fmt: skip
     assert body["type"] == "Warning" and body["reason"] == "NotReady"
     assert len(body["note"]) == 1024
-    assert body["metadata"]["generateName"] == "draview-0."
+    assert body["metadata"]["generateName"] == "draview-0-"
 
 
 def test_own_pod_needs_all_three_downward_values(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,7 @@ def event_body(namespace: str, pod: str, uid: str, note: str) -> dict[str, Any]:
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{pod}.", "namespace": namespace},
+        "metadata": {"generateName": f"{pod}-", "namespace": namespace},
         "regarding": {
             "apiVersion": "v1",
             "kind": "Pod",
