@@ -239,6 +239,7 @@ class _Question:
         self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
         self.max_results = MAX_RESULTS * len(first.names)
         self.tried: list[NodeName] = []  # the nodes copies may go to
+        self._relevant: dict[NodeName, set[PoolKey]] = {}
         # The requests of the shared claims the first copy allocates: later copies go
         # only where their devices reach.
         own = set(merged.names)
@@ -299,7 +300,11 @@ class _Question:
     def relevant(self, node: NodeName) -> set[PoolKey]:
         """The pools of the node that hold a device the first copy's selectors match or
         fail on: only a copy on one of these can change what this node answers."""
+        found = self._relevant.get(node)
+        if found is not None:
+            return found
         out: set[PoolKey] = set()
+        self._relevant[node] = out
         for combo in range(len(self.combos)):
             pools = self.pools(node, combo)
             rel = relevance(self.first.claim, self.classes, pools, self.cel, self.rules)
@@ -310,7 +315,12 @@ class _Question:
         """Every outcome of the node's Allocate call for the next copy (over the walk
         orders of a map-ordered allocator), each distinct solution once."""
         copies, taken = state
-        key = (node, combo, taken, copies)
+        if not self.shared_requests:
+            # Only the copies' devices in pools this node's walk can meet change its
+            # answer: the same answer for every state that agrees on them.
+            relevant = self.relevant(node)
+            taken = tuple(t for t in taken if (t.driver, t.pool) in relevant)
+        key = (node, combo, taken, copies if self.shared_requests else min(copies, 1))
         cached = self._outcomes.get(key)
         if cached is not None:
             return cached
@@ -564,7 +574,6 @@ def fit(
             f"every claim of {workload.label} is shared (resourceClaimName): DRA decides "
             "where its copies may run, not how many"
         )
-    cel = cel or CelEngine()
     out = FitResult(workload.label, 0, 0, False, count)
     for claim in (*workload.claims, *workload.shared):
         refused = refusal(claim, rules)
@@ -573,6 +582,11 @@ def fit(
             return out
     if results is None:
         results = compute_world(world, opts)
+    if cel is None:
+        # Every device is met several times (grouping, searches, the explanation): its
+        # selector results must stay cached for the whole question.
+        devices = sum(len(fs.devices) for r in results if r.prepared for fs in r.prepared.flat)
+        cel = CelEngine(max_results=max(200_000, 8 * devices))
     per_copy = [as_read(_copy_claim(c, 0), rules) for c in workload.claims]
     pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
     merged = _merge(per_copy)
@@ -635,7 +649,7 @@ def fit(
             )
         )
     out.searches = q.searches
-    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending)
+    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups)
     return out
 
 
@@ -682,11 +696,24 @@ def _first_and_blocker(
     count: int | None,
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
+    groups: Sequence[Sequence[NodeName]],
 ) -> None:
-    path, why = _greedy(q, q.tried, count)
-    if path:
-        out.first_node = path[0][0]
-        out.first = _devices(q.first, path[0][1])
+    # Groups are independent: each placed on its own ends where the copies placed in
+    # turn on the first node that fits would end.
+    path: list[tuple[NodeName, tuple[Taken, ...]]] = []
+    why = "unallocatable"
+    firsts: list[tuple[NodeName, tuple[Taken, ...]]] = []
+    for group in groups:
+        left = None if count is None else count - len(path)
+        placed, why = _greedy(q, group, left)
+        if placed:
+            firsts.append(placed[0])
+        path.extend(placed)
+        if why != "unallocatable":
+            break
+    if firsts:
+        first = min(firsts, key=lambda p: (p[0] is None, p[0] or ""))
+        out.first_node, out.first = first[0], _devices(q.first, first[1])
     if why == "count":
         out.stopped = "count"
         out.blocker = f"{count} copies fit (--count)"
@@ -747,10 +774,16 @@ def _explain_next(
     claims = [_copy_claim(c, len(path) + 1) for c in per_copy]
     if not path:
         claims.extend(pending)
-    explained = [
-        explainer.explain(c, index, after.classes, results=results, rules=after.taint_rules)
-        for c in claims
-    ]
+    # The estimate's words first (every device's reason); the search only where the
+    # estimate cannot say why (a combination, a constraint): it costs a search per node.
+    explained = []
+    for c in claims:
+        found = explainer.explain(c, index, after.classes, rules=after.taint_rules)
+        if found.verdict not in ("Unallocatable", "Error"):
+            found = explainer.explain(
+                c, index, after.classes, results=results, rules=after.taint_rules
+            )
+        explained.append(found)
     stuck = [e for e in explained if e.verdict != "Allocatable"]
     if not stuck:
         return explained, (

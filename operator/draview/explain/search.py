@@ -549,6 +549,7 @@ class _Counters:
         self.by_pool_id = by_pool_id
         self.available: dict[str, dict[CounterKey, int]] = {}
         self.consumed: dict[str, dict[CounterKey, int]] = {}
+        self.overdrawn: dict[str, bool] = {}  # some counter already below zero
 
     def _key(self, pool: NodePool) -> str:
         # 1.34 keys them by slice name, unique in the cluster: its counter sets are named
@@ -565,10 +566,19 @@ class _Counters:
         consumed = self.consumed.setdefault(name, {})
         for key, q in d.debits:
             consumed[key] = consumed.get(key, 0) + q.nanos
-        # A counter this attempt does not touch still fails when already negative; per
-        # slice (1.34) only the device's own slice's counters count, all in its debits.
+        # A counter this attempt does not touch still fails when already negative (per
+        # slice, 1.34, only the device's own slice's counters count, all in its debits).
+        # Every other counter passed when it was last reserved and has not grown since:
+        # only the device's own debits need looking at.
         per_slice = pool.parsed is not None and pool.parsed.per_slice
-        for key in [k for k, _ in d.debits] if per_slice else available:
+        if not per_slice:
+            overdrawn = self.overdrawn.get(name)
+            if overdrawn is None:
+                overdrawn = self.overdrawn[name] = any(v < 0 for v in available.values())
+            if overdrawn:
+                self.release(d, pool)
+                return False
+        for key, _ in d.debits:
             left = available.get(key)
             if left is not None and left < consumed.get(key, 0):
                 self.release(d, pool)
