@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from draview.api.attrvalues import text as attribute_text
-from draview.api.slices import ResourceSlice
+from draview.api.slices import Device, ResourceSlice
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import NotFound
 from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.render import Doc, caps_text, counter_lines
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import dump
+from draview.engine.fragmentation import fragments
 from draview.engine.nodes import device_reaches, slice_may_reach
 
 KINDS = {
@@ -135,8 +137,16 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
     if not status.get("counterSets") and pool_body.get("counterSets"):
         doc.head(1, "Pool Counter Sets")
         counter_lines(doc, 2, pool_body["counterSets"])
+    same_pool = [
+        (other, None)
+        for other in source.slice_models()
+        if other.driver == s.driver and other.pool.name == s.pool.name
+    ]
+    frag = fragmentation_lines(doc, 1, pool_body, same_pool, st)
     pool_lines(doc, 1, pool_body or status.get("poolStatus") or {})
-    structured = {"slice": raw, "status": elided_status(sst, vis)}
+    structured: dict[str, Any] = {"slice": raw, "status": elided_status(sst, vis)}
+    if frag:
+        structured["fragmentation"] = frag
     if pst is not None:
         structured["poolStatus"] = pst
     return doc.text(), structured
@@ -322,6 +332,7 @@ def _node_pool(
     if pool_body.get("counterSets"):
         doc.head(1, "Counter Sets")
         counter_lines(doc, 2, pool_body["counterSets"])
+    frag = fragmentation_lines(doc, 1, pool_body, [(sl, set(names)) for sl, names in members], st)
     conds = {c.get("type"): c.get("status") for c in pool_body.get("conditions") or []}
     if any(conds.get(t, "True") != "True" for t in CONDITIONS):
         pool_lines(doc, 1, pool_body)
@@ -334,7 +345,56 @@ def _node_pool(
         "pool": pool,
         "devices": elided,
         "counterSets": pool_body.get("counterSets", []),
+        **({"fragmentation": frag} if frag else {}),
     }
+
+
+def fragmentation_lines(
+    doc: Doc,
+    level: int,
+    pool_body: dict[str, Any],
+    slices: Sequence[tuple[ResourceSlice, set[str] | None]],
+    st: Statuses,
+) -> list[dict[str, Any]]:
+    """Free counter capacity no single allocatable device can use (engine/fragmentation.py),
+    under a `Fragmentation` heading; the same as data for -o yaml|json. `slices`: the
+    pool's slices, each with the names of the devices that count (None: all)."""
+    if not pool_body.get("counterSets"):
+        return []
+    devices: list[tuple[Device, str]] = []
+    for s, names in slices:
+        states = {
+            d["name"]: d["state"]
+            for d in ((st.slice_status(s.name) or {}).get("status") or {}).get("devices") or []
+        }
+        devices.extend(
+            (d, states.get(d.name, "")) for d in s.devices if names is None or d.name in names
+        )
+    found = fragments(pool_body["counterSets"], devices)
+    if not found:
+        return []
+    doc.head(level, "Fragmentation")
+    out = []
+    for f in found:
+        if f.largest is None:
+            text = f"{f.available} available, no allocatable device takes any of it"
+        else:
+            text = (
+                f"{f.available} available, the most one allocatable device takes is "
+                f"{f.largest} ({f.device}): {f.unusable} no single device can use"
+            )
+        doc.line(level + 1, f"{f.counter_set}/{f.counter}: {text}")
+        out.append(
+            {
+                "counterSet": f.counter_set,
+                "counter": f.counter,
+                "available": str(f.available),
+                "largestDevice": f.device,
+                "largest": None if f.largest is None else str(f.largest),
+                "unusable": str(f.unusable),
+            }
+        )
+    return out
 
 
 def run(args: argparse.Namespace, source: Source) -> int:
