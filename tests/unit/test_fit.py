@@ -219,3 +219,17 @@ def test_bad_workloads_are_one_line() -> None:
     bad["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope"
     with pytest.raises(FitError, match='deviceclass "nope" not found'):
         fit(world(*two_nodes()), read_workload([bad], nobody))
+
+
+def test_admin_access_shares_a_device_another_claim_of_the_pod_takes() -> None:
+    # allocatingDevices is per claim: admin access is refused a device only where its
+    # own claim takes it, so one GPU serves a Pod of a claim and an admin claim.
+    admin = template("inspect", adminAccess=True)
+    p = pod("one-gpu", "inspect")
+    objs = [device_class(), rslice("a", [device("gpu-0")], pool="node-a", node="node-a")]
+    got = fit(world(*objs), read_workload([p, template(), admin], nobody))
+    assert (got.copies, got.max_copies) == (1, 1)
+    assert sorted((d.claim, d.device, d.admin_access) for d in got.first) == [
+        ("trainer-c0", "gpu-0", False),
+        ("trainer-c1", "gpu-0", True),
+    ]
