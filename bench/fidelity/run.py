@@ -1,12 +1,14 @@
 """Agreement between draview and the real allocator on many random worlds.
 
     python bench/fidelity/run.py --worlds 10000 [--start 0] [--json out.json [--resume]]
-        [--kubernetes-version 1.35 [--all-gates]]
+        [--kubernetes-version 1.35 [--all-gates]] [--claims] [--fit]
     python bench/fidelity/run.py --merge first.json second.json ... --json out.json
 
 Every device of every world (tests/fidelity/worldgen.py) is probed with the allocator
 library (e2e/oracle) and compared with draview's state; devices whose answer depends on
-the order the scheduler lists slices are counted apart. Prints one JSON object.
+the order the scheduler lists slices are counted apart. With --fit, every pending claim (and
+pairs of them, as the claims of one Pod) is also placed copy after copy by the allocator
+and compared with `fit` (tests/fidelity/fit_harness.py). Prints one JSON object.
 
 A 10,000-world run of a slow profile takes hours on a small machine, so `--json` is
 rewritten after every batch (`complete: false` until the end) and `--resume` carries on
@@ -31,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.fidelity.fit_harness import compare_fit, fit_case, workloads
 from tests.fidelity.harness import (
     claims_case,
     compare_claims,
@@ -49,7 +52,12 @@ from draview.engine.model import EngineOptions
 from draview.engine.profile import DEFAULT, all_gates_on, make_profile, parse_release
 
 BATCH = 200
-DISAGREEMENTS = ("disagreements", "claim_disagreements", "partition_disagreements")
+DISAGREEMENTS = (
+    "disagreements",
+    "claim_disagreements",
+    "partition_disagreements",
+    "fit_disagreements",
+)
 COUNTS = (
     "worlds",
     "devices",
@@ -60,6 +68,10 @@ COUNTS = (
     "claims_order_dependent",
     "claims_undecided",
     "partition_probes",
+    "fit_workloads",
+    "fit_copies_placed",
+    "fit_placement_dependent",
+    "fit_undecided",
 )
 ROOT = Path(__file__).resolve().parents[2]
 # What decides a run's answers: the engine and everything it imports, the generator and
@@ -88,7 +100,7 @@ def code_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def resumed(path: Path, label: str, code: str, claims: bool) -> dict[str, Any]:
+def resumed(path: Path, label: str, code: str, claims: bool, fit: bool) -> dict[str, Any]:
     """The partial run in path, or SystemExit with one line saying why it cannot go on."""
     try:
         prior: dict[str, Any] = json.loads(path.read_text())
@@ -99,6 +111,9 @@ def resumed(path: Path, label: str, code: str, claims: bool) -> dict[str, Any]:
     if prior.get("with_claims") != claims:
         was = "with" if prior.get("with_claims") else "without"
         raise SystemExit(f"run.py: --resume: {path} was run {was} --claims; say the same now")
+    if prior.get("with_fit", False) != fit:
+        was = "with" if prior.get("with_fit") else "without"
+        raise SystemExit(f"run.py: --resume: {path} was run {was} --fit; say the same now")
     if prior.get("code") != code:
         raise SystemExit(
             f"run.py: --resume: {path} was judged by other code ({prior.get('code')}, now {code})"
@@ -113,7 +128,7 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError("nothing to merge")
     parts = sorted(parts, key=lambda p: int(p["first_seed"]))
     head = parts[0]
-    for key in ("profile", "allocator", "code", "with_claims"):
+    for key in ("profile", "allocator", "code", "with_claims", "with_fit"):
         if any(p.get(key) != head.get(key) for p in parts):
             raise ValueError(
                 f"the runs differ in {key}: {sorted({str(p.get(key)) for p in parts})}"
@@ -141,6 +156,7 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "end_seed": tail["end_seed"],
         "code": head["code"],
         "with_claims": head["with_claims"],
+        "with_fit": head.get("with_fit", False),
         "states": dict(states.most_common()),
         "examples": [e for p in parts for e in p["examples"]],
         "undecided_seeds": [s for p in parts for s in p.get("undecided_seeds", [])],
@@ -169,6 +185,7 @@ def main() -> int:
     ap.add_argument(
         "--claims", action="store_true", help="also every pending claim (`why`) and partition"
     )
+    ap.add_argument("--fit", action="store_true", help="also fit: copies placed one after another")
     ap.add_argument(
         "--kubernetes-version",
         help="judge as this release's scheduler, asked of that release's allocator "
@@ -204,7 +221,7 @@ def main() -> int:
     undecided: list[int] = []  # seeds whose claims the search budget left open
     first_seed, start, end, spent = args.start, args.start, args.start + args.worlds, 0.0
     if args.resume:
-        prior = resumed(args.json, profile.label(), code, args.claims)
+        prior = resumed(args.json, profile.label(), code, args.claims, args.fit)
         first_seed, start = prior["first_seed"], prior["next_seed"]
         end, spent = prior["end_seed"], prior["seconds"]
         totals.update({k: v for k, v in prior.items() if isinstance(v, int) and k in COUNTS})
@@ -224,6 +241,7 @@ def main() -> int:
             "end_seed": end,
             "code": code,
             "with_claims": args.claims,
+            "with_fit": args.fit,
             "states": dict(states.most_common()),
             "examples": examples,
             "undecided_seeds": undecided,
@@ -275,6 +293,8 @@ def main() -> int:
                     totals["partition_probes"] += len(expect)
                     totals["partition_disagreements"] += len(pdiffs)
                     examples.extend(f"seed {world.seed}: {d}" for d in pdiffs[:1])
+            if args.fit:
+                fit_worlds(oracle, worlds, profile, totals, examples)
             if args.json:
                 write(args.json, report(seeds.stop))
             bad = sum(totals[k] for k in DISAGREEMENTS)
@@ -284,6 +304,25 @@ def main() -> int:
     if args.json:
         write(args.json, out)
     return 1 if sum(totals[k] for k in DISAGREEMENTS) else 0
+
+
+def fit_worlds(
+    oracle: Oracle, worlds: list[Any], profile: Any, totals: Counter[str], examples: list[str]
+) -> None:
+    """Each pending claim, and pairs of them, placed copy after copy by the allocator."""
+    asked = [(w, claims) for w in worlds for claims in workloads(w.pending)]
+    answers = oracle.ask_many(
+        [fit_case(f"{w.seed}-{k}", w.objects, c) for k, (w, c) in enumerate(asked)]
+    )
+    for (world, claims), answer in zip(asked, answers, strict=True):
+        got = compare_fit(world.objects, claims, answer, profile)
+        totals["fit_workloads"] += 1
+        totals["fit_copies_placed"] += got.copies
+        totals["fit_placement_dependent"] += got.ranges
+        totals["fit_undecided"] += got.undecided
+        totals["fit_disagreements"] += len(got.differences)
+        names = [c["metadata"]["name"] for c in claims]
+        examples.extend(f"seed {world.seed} fit {names}: {d}" for d in got.differences[:1])
 
 
 def write(path: Path, out: dict[str, Any]) -> None:
