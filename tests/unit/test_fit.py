@@ -233,3 +233,17 @@ def test_admin_access_shares_a_device_another_claim_of_the_pod_takes() -> None:
         ("trainer-c0", "gpu-0", False),
         ("trainer-c1", "gpu-0", True),
     ]
+
+
+def test_the_next_copy_of_a_pinned_pod_says_the_shared_claim_pins_it() -> None:
+    objs = two_nodes()
+    shared = claim("shared", result("gpu-2", pool="node-b"))
+    p = pod("one-gpu")
+    p["spec"]["resourceClaims"].append({"name": "s", "resourceClaimName": "shared"})
+    w = read_workload([p, template()], lambda k, ns, n: shared if n == "shared" else None)
+    got = fit(world(*objs, shared), w)
+    # node-a still has gpu-1 free, but the copies must run where `shared` is.
+    assert got.blocker == (
+        "the copy's own claims would fit, but not on a node that reaches shared, "
+        "which every copy shares"
+    )

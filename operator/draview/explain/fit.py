@@ -785,6 +785,12 @@ def _explain_next(
             )
         explained.append(found)
     stuck = [e for e in explained if e.verdict != "Allocatable"]
+    if not stuck and workload.shared:
+        shared = ", ".join(c.name for c in workload.shared)
+        return explained, (
+            f"the copy's own claims would fit, but not on a node that reaches {shared}, "
+            "which every copy shares"
+        )
     if not stuck:
         return explained, (
             "each claim of the copy would fit alone, but not all of them on one node together"
