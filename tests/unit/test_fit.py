@@ -247,3 +247,16 @@ def test_the_next_copy_of_a_pinned_pod_says_the_shared_claim_pins_it() -> None:
         "the copy's own claims would fit, but not on a node that reaches shared, "
         "which every copy shares"
     )
+
+
+def test_an_unallocated_shared_claim_goes_with_the_first_copy_and_pins_the_rest() -> None:
+    pend = claim("pend")  # asks one GPU, not allocated
+    p = pod("one-gpu")
+    p["spec"]["resourceClaims"].append({"name": "s", "resourceClaimName": "pend"})
+    w = read_workload([p, template()], lambda k, ns, n: pend if n == "pend" else None)
+    got = fit(world(*two_nodes(), pend), w)
+    # The first copy takes two GPUs (its own and `pend`): only node-b has two; the next
+    # copies must reach `pend` there, and one GPU is left for them.
+    assert (got.copies, got.max_copies) == (2, 2)
+    assert {d.claim for d in got.first} == {"trainer-c0", "pend"}
+    assert got.first_node == "node-b"
