@@ -55,6 +55,7 @@ import world
 
 from draview.controller.core import Controller, Settings
 from draview.controller.ratelimit import TokenBucket
+from draview.controller.status_requests import StatusRequests
 from draview.controller.sync import long_lived
 from draview.controller.writer import Writer
 
@@ -68,14 +69,12 @@ class _NoApi:
         return None
 
 
-class CountingWriter(Writer):
-    """The operator's writer, every request counted instead of sent; each object's last
-    write time is kept so that a change's latency can be read."""
+class CountingRequests(StatusRequests):
+    """The request layer, every request counted instead of sent."""
 
-    def __init__(self) -> None:
-        super().__init__(_NoApi(), TokenBucket(1e9, 1_000_000))  # type: ignore[arg-type]
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self.counts: Counter[str] = Counter()
-        self.written_at: dict[str, float] = {}  # pool status name -> monotonic time
         # Give the loop a turn per request, as a request sent does (during the churn:
         # without it one writer task wrote a whole backlog in one piece).
         self.yields = False
@@ -85,6 +84,19 @@ class CountingWriter(Writer):
         if self.yields:
             await asyncio.sleep(0)
         return b'{"metadata": {"resourceVersion": "1"}}'
+
+
+class CountingWriter(Writer):
+    """The operator's writer, every request counted instead of sent; each object's last
+    write time is kept so that a change's latency can be read."""
+
+    requests_class = CountingRequests
+
+    def __init__(self) -> None:
+        super().__init__(_NoApi(), TokenBucket(1e9, 1_000_000))  # type: ignore[arg-type]
+        self.counting: CountingRequests = self.requests  # type: ignore[assignment]
+        self.counts = self.counting.counts
+        self.written_at: dict[str, float] = {}  # pool status name -> monotonic time
 
     async def put(self, obj: dict[str, Any]) -> bool:
         sent = await super().put(obj)
@@ -326,7 +338,7 @@ async def churn(
     gone: list[world.Alloc] = []
     latencies: list[float] = []
     pending: list[tuple[float, str]] = []  # (event time, pool status name)
-    w.yields = True
+    w.counting.yields = True
     watches = Watches(ctl)
     worker = asyncio.create_task(ctl.worker.run(interval))
     cpu0, t0 = time.process_time(), time.monotonic()

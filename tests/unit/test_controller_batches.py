@@ -16,6 +16,7 @@ from draview.controller import reconcile as core
 from draview.controller.core import Controller, Settings
 from draview.controller.known import Known
 from draview.controller.ratelimit import TokenBucket
+from draview.controller.status_requests import StatusRequests
 from draview.controller.writequeue import ObjKey, Ticket
 from draview.controller.writer import Writer, obj_key
 
@@ -219,17 +220,21 @@ class _AnyApi:
         return None
 
 
+class _AnsweringRequests(StatusRequests):
+    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
+        return b'{"metadata": {"resourceVersion": "1"}}'
+
+
 class ServerWriter(Writer):
     """The real writer's put and compare; the server holds what it was sent, but for
     what a test edits or deletes behind the operator's back."""
+
+    requests_class = _AnsweringRequests
 
     def __init__(self) -> None:
         super().__init__(_AnyApi(), TokenBucket(1e6, 1_000_000))  # type: ignore[arg-type]
         self.edited: dict[ObjKey, dict[str, Any]] = {}
         self.deleted: set[ObjKey] = set()
-
-    async def _call(self, verb: str, kind: str, fn: Any, *args: Any, **kw: Any) -> bytes:
-        return b'{"metadata": {"resourceVersion": "1"}}'
 
     async def load(self) -> None:
         self.known = {

@@ -14,7 +14,8 @@ from draview.controller import metrics
 from draview.controller.known import Known, canonical, left_out_bytes
 from draview.controller.kube import Plain
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.writer import FIELD_MANAGER, MERGE, Writer, _send
+from draview.controller.status_requests import FIELD_MANAGER, MERGE, _send
+from draview.controller.writer import Writer
 from draview.engine.budget import object_bytes
 
 OBJ: dict[str, Any] = {
@@ -143,7 +144,7 @@ async def test_the_servers_key_order_is_not_a_change() -> None:
     await writer.load()
     assert writer.known[key].data() != canonical(ours)
     fake = FakeApi()
-    writer.api = fake  # type: ignore[assignment]
+    writer.requests.api = fake  # type: ignore[assignment]
     assert await writer.put(ours) is False
     assert fake.calls == [] and writer.known[key].data() == canonical(ours)
 
@@ -266,7 +267,7 @@ async def test_load_keeps_one_copy_of_what_did_not_change() -> None:
         {**OBJ, "metadata": {**OBJ["metadata"], "uid": "u", "resourceVersion": "9"}},
         {**changed, "status": {"summary": {"totalDevices": 0}}},
     ]
-    writer.api = PagedApi({"resourcepoolstatuses": on_server})  # type: ignore[assignment]
+    writer.requests.api = PagedApi({"resourcepoolstatuses": on_server})  # type: ignore[assignment]
     await writer.load()
     same, edited = ("resourcepoolstatuses", "gpu-pool-1234"), ("resourcepoolstatuses", "changed")
     assert writer.known[same] is ours[same]

@@ -11,7 +11,8 @@ from typing import Any
 from test_controller_writer import OBJ, FakeApi, PagedApi
 
 from draview.controller.ratelimit import TokenBucket
-from draview.controller.writer import Writer, _resource_version
+from draview.controller.status_requests import resource_version as _resource_version
+from draview.controller.writer import Writer
 
 KEY = ("resourcepoolstatuses", OBJ["metadata"]["name"])
 CHANGED = {**OBJ, "status": {"summary": {"totalDevices": 2}}}
@@ -59,7 +60,7 @@ async def test_the_versions_listed_at_load_are_the_ones_replaced_at() -> None:
     await writer.load()
     assert writer.known[KEY].version == "7"
     api = FakeApi()
-    writer.api = api  # type: ignore[assignment]
+    writer.requests.api = api  # type: ignore[assignment]
     await writer.put(CHANGED)
     ((method, body, _),) = api.calls
     assert method == "replace_cluster_custom_object_status"
@@ -74,7 +75,7 @@ async def test_a_relist_refreshes_the_version_of_an_unchanged_object() -> None:
     await writer.put(OBJ)
     kept = writer.known[KEY]
     served = {**OBJ, "metadata": {**OBJ["metadata"], "resourceVersion": "99"}}
-    writer.api = PagedApi({"resourcepoolstatuses": [served]})  # type: ignore[assignment]
+    writer.requests.api = PagedApi({"resourcepoolstatuses": [served]})  # type: ignore[assignment]
     await writer.load()
     assert writer.known[KEY] is kept and kept.version == "99"
 

@@ -161,3 +161,25 @@ class WriteQueue:
         self.waiting, self.active = {}, {}
         self._first, self._later = {}, {}
         return jobs
+
+
+class Waiters:
+    """Tasks waiting for the queue to shrink (room for a hand-over, or a drain): woken
+    whenever a write is done, each checks again whether what it waits for holds."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] = []
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            waiter = asyncio.get_running_loop().create_future()
+            self._futures.append(waiter)
+            await waiter
+
+    def wake(self) -> None:
+        futures, self._futures = self._futures, []
+        for waiter in futures:
+            if not waiter.done():
+                waiter.set_result(None)
