@@ -189,10 +189,17 @@ class NodeSearch:
             # ErrFailedAllocationOnNode came with 1.35; 1.34 says nothing more.
             node_local = self.rules.invalid_pool_is_node_local
             return "invalid" if node_local and any(p.invalid for p in self.pools) else "no"
-        for d in self.results:
-            if d.node_local:
-                break
-            if d.unsupported_selector:
+        # The node selector of each claim's allocation, from its own results in order:
+        # the first device bound to a node decides, a selector of several terms before
+        # it cannot be written.
+        decided: set[int] = set()
+        for p in self.picks:
+            claim = self.claim_of.get(p.request.split("/")[0], 0)
+            if claim in decided:
+                continue
+            if p.device.node_local:
+                decided.add(claim)
+            elif p.device.unsupported_selector:
                 raise SearchError("unsupported ResourceSlice.NodeSelector with several terms")
         return "ok"
 
