@@ -13,11 +13,9 @@ import pytest
 from operator_helpers import load_examples
 from test_dashboard import (
     EXAMPLES,
-    MAY_BE_EMPTY,
     Prometheus,
     prometheus_binary,
-    substitute,
-    targets,
+    queries_without_data,
 )
 
 from kubecluster import REPO_ROOT, KubeCluster
@@ -96,11 +94,7 @@ def test_both_pods_are_scraped_and_one_leads(prometheus: Prometheus) -> None:
 
 
 def test_every_dashboard_query_returns_data(prometheus: Prometheus) -> None:
-    empty = []
-    for name, expr in targets():
-        result = prometheus.query(substitute(expr, {}))
-        if not result and not any(m in expr for m in MAY_BE_EMPTY):
-            empty.append(f"{name}: {expr}")
+    empty = queries_without_data(prometheus)
     assert not empty, "queries without data:\n" + "\n".join(empty)
 
 
