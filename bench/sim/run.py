@@ -237,10 +237,13 @@ def watch_rounds(ctl: Controller, watch: LoopWatch) -> list[dict[str, Any]]:
 
 def watch_steps() -> list[float]:
     """The longest the explanations held the loop between two of their yields to it
-    (controller/explanations.run_steps, timed the same way), in wall and in CPU seconds;
+    (controller/event_rounds.run_steps, timed the same way), in wall and in CPU seconds;
     [0.0, 0.0] before bc3dc7b (2026-11-25), which ran a round in one piece (the loop
     watch sees it whole)."""
-    from draview.controller import explanations
+    try:
+        from draview.controller import event_rounds as explanations
+    except ImportError:  # a commit before the module had its present name
+        from draview.controller import explanations  # type: ignore[no-redef]
 
     longest = [0.0, 0.0]
     if not hasattr(explanations, "run_steps"):

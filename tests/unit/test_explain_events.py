@@ -7,7 +7,7 @@ from typing import Any
 from builders import claim, device, device_class, result, rslice, world
 
 from draview.api.claims import ResourceClaim
-from draview.controller.events import REASON, PendingClaimExplainer, event_body
+from draview.controller.claim_events import REASON, PendingClaimExplainer, event_body
 from draview.engine.world import compute_world
 
 CLASS = device_class()

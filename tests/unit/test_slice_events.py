@@ -7,7 +7,7 @@ from typing import Any
 
 from builders import device, rslice, world
 
-from draview.controller.events import (
+from draview.controller.slice_events import (
     SliceEvent,
     SliceProblemReporter,
     pool_slices,

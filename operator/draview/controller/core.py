@@ -8,9 +8,9 @@ one, connects informers, the elector, kopf and the HTTP port to it, and starts t
 
 from __future__ import annotations
 
-from draview.controller.explanations import Explanations, PostEvent, PostSliceEvent
+from draview.controller.event_rounds import Explanations, PostEvent, PostSliceEvent
 from draview.controller.ingest import Ingest
-from draview.controller.nodes import NodeIndex
+from draview.controller.node_index import NodeIndex
 from draview.controller.queue import PoolQueue, Role
 from draview.controller.reconcile import Reconciler, Settings
 from draview.controller.store import Store

@@ -18,7 +18,7 @@ from draview.api.nodes import NodeInfo
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, object_name, pool_of, short_error
 from draview.controller import metrics
-from draview.controller.nodes import NodeIndex
+from draview.controller.node_index import NodeIndex
 from draview.controller.queue import PoolQueue
 from draview.controller.store import Store
 
@@ -158,7 +158,7 @@ class Ingest:
         self.queue.mark(self.store.put_taint_rule(name, rule))
 
     def node_event(self, kind: str, obj: dict[str, Any]) -> None:
-        """Only pools whose slices select nodes can change (controller/nodes.py)."""
+        """Only pools whose slices select nodes can change (controller/node_index.py)."""
         if kind == "DELETED":
             self.queue.mark(self.nodes.delete(_by_name(metadata(obj))))
         else:

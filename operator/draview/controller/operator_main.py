@@ -24,7 +24,7 @@ from draview.controller.informers import Informer, build_informers
 from draview.controller.kopf_wiring import start_kopf
 from draview.controller.leader import LeaderElector
 from draview.controller.lifecycle import chain_signals, shutdown, wait_for_stop
-from draview.controller.nodes import reads_node_status
+from draview.controller.node_index import reads_node_status
 from draview.controller.pod_events import NotReadyReporter, own_pod
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.startup import cluster_profile, discover, event_posters, refuse

@@ -20,7 +20,7 @@ from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_PLURAL, Condition, PoolStatusBody
 from draview.api.taints import DeviceTaintRule
 from draview.controller import metrics
-from draview.controller.nodes import NodeIndex
+from draview.controller.node_index import NodeIndex
 from draview.controller.packing import Packer
 from draview.controller.store import Store
 from draview.controller.writequeue import ObjKey

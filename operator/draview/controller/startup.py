@@ -14,9 +14,10 @@ from kubernetes_asyncio import client
 
 from draview.api.claims import ResourceClaim
 from draview.controller import kube, metrics
-from draview.controller.events import SliceEvent, post_event, post_slice_event
-from draview.controller.explanations import PostEvent, PostSliceEvent
+from draview.controller.claim_events import post_event
+from draview.controller.event_rounds import PostEvent, PostSliceEvent
 from draview.controller.health import serve
+from draview.controller.slice_events import SliceEvent, post_slice_event
 from draview.engine import profile as profiles
 from draview.engine.profile import Profile, make_profile
 

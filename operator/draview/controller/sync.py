@@ -27,7 +27,7 @@ def long_lived() -> Iterator[None]:
     as the heap grows (each full collection walks everything built so far, and finds
     nothing to free), then moved out of the collector's generations for good.
 
-    Frozen without a collection first (as explanations.py freezes its catalog): that
+    Frozen without a collection first (as event_rounds.py freezes its catalog): that
     collection would walk everything the work built and find nothing to free, since
     what a successful list and sync build holds no cycles. What a failed attempt
     leaves in cycles is collected after that attempt (startup.until_done)."""

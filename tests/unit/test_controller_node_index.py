@@ -7,7 +7,7 @@ from typing import Any
 
 from draview.api.nodes import NodeInfo
 from draview.api.slices import ResourceSlice
-from draview.controller.nodes import NO_NODES, NodeIndex, reach_of, reads_node_status
+from draview.controller.node_index import NO_NODES, NodeIndex, reach_of, reads_node_status
 from draview.engine.model import EngineOptions
 from draview.engine.pool import compute_pool
 from draview.engine.profile import all_gates_on, make_profile, parse_release

@@ -1,6 +1,7 @@
-"""Events for people: why a claim stays pending (on the claim), and what is wrong with an
-invalid or long-incomplete pool (on its slices, for driver authors). Best effort, once
-per new explanation, and only from the leader, behind the same fence as status writes.
+"""The rounds of Events for people: why a claim stays pending (on the claim:
+claim_events.py), and what is wrong with an invalid or long-incomplete pool (on its
+slices, for driver authors: slice_events.py). Best effort, once per new explanation, and
+only from the leader, behind the same fence as status writes.
 
 A round runs on the operator's event loop, in steps (explain/steps.py): after
 `STEP_SECONDS` of work it lets the loop run anything else that is ready (the Lease's
@@ -20,14 +21,10 @@ from typing import TypeVar
 
 from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceTaintRule
-from draview.controller.events import (
-    PendingClaimExplainer,
-    SliceEvent,
-    SliceProblemReporter,
-    pool_slices,
-)
+from draview.controller.claim_events import PendingClaimExplainer
 from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler, Settings
+from draview.controller.slice_events import SliceEvent, SliceProblemReporter, pool_slices
 from draview.controller.writer import Writer
 from draview.engine.model import PoolKey
 from draview.explain import Catalog

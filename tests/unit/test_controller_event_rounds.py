@@ -11,9 +11,9 @@ import pytest
 from builders import DRIVER, claim, device, device_class, rslice, taint_rule
 from test_controller_batches import RecordingWriter
 
-from draview.controller import explanations
+from draview.controller import event_rounds
+from draview.controller.claim_events import PendingClaimExplainer
 from draview.controller.core import Controller, Settings
-from draview.controller.events import PendingClaimExplainer
 
 CLASS = device_class()
 
@@ -86,7 +86,7 @@ async def test_a_round_unpacks_only_the_pools_judged_since_the_last(
     assert seen == [] and (DRIVER, "p1") not in ctl.explanations.sync.catalog.results
     # New DeviceTaintRules change every device's taints: every pool is indexed again.
     ctl.ingest.taint_rule_event("ADDED", taint_rule("all", driver=DRIVER))
-    catalog = await explanations.run_steps(ctl.explanations.sync.refresh(ctl.store.rules()))
+    catalog = await event_rounds.run_steps(ctl.explanations.sync.refresh(ctl.store.rules()))
     assert sorted(seen) == ["p0", "p2", "p3", "p4"]
     assert all(d.taints for d in catalog.devices.devices)
 
@@ -95,7 +95,7 @@ async def test_a_round_lets_other_work_run_and_posts_what_one_piece_would(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ctl, posted = await operator(40, wanting("pair", 2), wanting("one", 1))
-    monkeypatch.setattr(explanations, "STEP_SECONDS", 0.0)
+    monkeypatch.setattr(event_rounds, "STEP_SECONDS", 0.0)
     turns = 0
 
     async def other() -> None:
@@ -149,13 +149,13 @@ async def test_slice_problems_name_the_devices_only_of_pools_with_a_problem(
         ctl.ingest.slice_event("ADDED", rslice(name, [device("gpu-0")], pool="dup", count=2))
     await judge(ctl)
     named: list[Any] = []
-    real = explanations.pool_slices
+    real = event_rounds.pool_slices
 
     def spy(result: Any, unreadable: Any = None) -> Any:
         named.append(result.key[1])
         return real(result, unreadable)
 
-    monkeypatch.setattr(explanations, "pool_slices", spy)
+    monkeypatch.setattr(event_rounds, "pool_slices", spy)
     await ctl.explanations.report_slice_problems()
     assert named == ["dup"]
     assert {(e.slice_name, e.reason) for e in events} == {
@@ -170,7 +170,7 @@ async def test_a_large_refresh_runs_without_the_cyclic_collector_then_turns_it_b
     import gc
 
     ctl, _ = await operator(4)
-    monkeypatch.setattr(explanations, "FREEZE_AFTER", 2)
+    monkeypatch.setattr(event_rounds, "FREEZE_AFTER", 2)
     seen: list[bool] = []
     real = ctl.reconciler.full_result
 
@@ -187,11 +187,11 @@ async def test_a_large_refresh_runs_without_the_cyclic_collector_then_turns_it_b
         next(steps)  # the first pool indexed, the collector off
         steps.close()  # a round cut short (the task cancelled): on again all the same
         assert seen == [False] and gc.isenabled()
-        await explanations.run_steps(ctl.explanations.sync.refresh([]))
+        await event_rounds.run_steps(ctl.explanations.sync.refresh([]))
         assert seen[1:] == [False, False, False] and gc.isenabled()
         gc.disable()  # off before (a first sync under sync.long_lived): left off
         ctl.ingest.taint_rule_event("ADDED", taint_rule("all", driver=DRIVER))
-        await explanations.run_steps(ctl.explanations.sync.refresh(ctl.store.rules()))
+        await event_rounds.run_steps(ctl.explanations.sync.refresh(ctl.store.rules()))
         assert len(seen) == 8 and not gc.isenabled()
     finally:
         gc.unfreeze()
