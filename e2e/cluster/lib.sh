@@ -61,3 +61,52 @@ api_ready() {
 port_in_use() {
     (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
+
+# sign_in DIR NAME SUBJECT [SAN]: DIR/NAME.key and DIR/NAME.crt signed by the cluster's CA; a
+# client certificate, also a serving one for the SANs given. Used by up and by e2e/node/up.
+sign_in() {
+    local dir="$1" name="$2" subject="$3" san="${4:-}"
+    local ext="${dir}/${name}.ext"
+    {
+        echo "basicConstraints=CA:FALSE"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        if [[ -n "${san}" ]]; then
+            echo "extendedKeyUsage=serverAuth,clientAuth"
+            echo "subjectAltName=${san}"
+        else
+            echo "extendedKeyUsage=clientAuth"
+        fi
+    } >"${ext}"
+    openssl req -newkey rsa:2048 -nodes -subj "${subject}" \
+        -keyout "${dir}/${name}.key" -out "${dir}/${name}.csr" 2>>"${log_dir}/openssl.log"
+    openssl x509 -req -in "${dir}/${name}.csr" -CA "${pki_dir}/ca.crt" -CAkey "${pki_dir}/ca.key" \
+        -CAcreateserial -days 3650 -extfile "${ext}" -out "${dir}/${name}.crt" \
+        2>>"${log_dir}/openssl.log"
+    rm -f "${dir}/${name}.csr" "${ext}"
+}
+
+# kubeconfig_for FILE SERVER DIR CERT_NAME USER: a kubeconfig for the client certificate
+# DIR/CERT_NAME.crt (and .key) against SERVER, trusting the cluster's CA.
+kubeconfig_for() {
+    local file="$1" server="$2" dir="$3" cert="$4" user="$5"
+    cat >"${file}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: draview
+  cluster:
+    server: ${server}
+    certificate-authority: ${pki_dir}/ca.crt
+users:
+- name: ${user}
+  user:
+    client-certificate: ${dir}/${cert}.crt
+    client-key: ${dir}/${cert}.key
+contexts:
+- name: draview
+  context:
+    cluster: draview
+    user: ${user}
+current-context: draview
+EOF
+}
