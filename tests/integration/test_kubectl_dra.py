@@ -45,9 +45,14 @@ def driver(kube_cluster: KubeCluster) -> Iterator[Driver]:
 
 
 def dra(
-    cluster: KubeCluster, *args: str, kubeconfig: str | None = None
+    cluster: KubeCluster, *args: str, kubeconfig: str | None = None, kubectl: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "operator"), "DRAVIEW_KUBECTL": cluster.kubectl}
+    """The plugin as a user runs it: asking the API server itself, or (kubectl=True)
+    through kubectl, as --kubectl / $DRAVIEW_KUBECTL ask."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "operator")}
+    env.pop("DRAVIEW_KUBECTL", None)
+    if kubectl:
+        env["DRAVIEW_KUBECTL"] = cluster.kubectl
     return subprocess.run(
         [
             sys.executable,
@@ -250,8 +255,13 @@ def _token_kubeconfig(cluster: KubeCluster, namespace: str, sa: str, path: Path)
     return str(path)
 
 
+@pytest.mark.parametrize("through_kubectl", [False, True], ids=["api-server", "kubectl"])
 def test_restricted_user_sees_elided_claims(
-    kube_cluster: KubeCluster, kube_namespace: str, driver: Driver, tmp_path: Path
+    kube_cluster: KubeCluster,
+    kube_namespace: str,
+    driver: Driver,
+    tmp_path: Path,
+    through_kubectl: bool,
 ) -> None:
     dc = f"gpu-{driver.suffix}"
     driver.apply(
@@ -307,12 +317,17 @@ def test_restricted_user_sees_elided_claims(
             kube_cluster, kube_namespace, "viewer", tmp_path / "viewer.kubeconfig"
         )
         time.sleep(1)  # RBAC caches in the API server settle quickly, but not instantly
-        proc = dra(kube_cluster, "get", "devices", "--driver", driver.name, kubeconfig=cfg)
+        k = {"kubectl": through_kubectl}
+        proc = dra(kube_cluster, "get", "devices", "--driver", driver.name, kubeconfig=cfg, **k)
         assert proc.returncode == 0, proc.stderr
         assert "secret-training" not in proc.stdout and "(1 claim)" in proc.stdout
-        desc = dra(kube_cluster, "describe", "node", NODE, kubeconfig=cfg)
+        desc = dra(kube_cluster, "describe", "node", NODE, kubeconfig=cfg, **k)
         assert "secret-training" not in desc.stdout and "Allocated (1 claim)" in desc.stdout
-        admin = dra(kube_cluster, "get", "devices", "--driver", driver.name)
+        # The one slice, read by name: the same elision.
+        one = dra(kube_cluster, "describe", "resourceslice", f"{dc}-slice", kubeconfig=cfg, **k)
+        assert one.returncode == 0, one.stderr
+        assert "secret-training" not in one.stdout and "1 claim you may not see" in one.stdout
+        admin = dra(kube_cluster, "get", "devices", "--driver", driver.name, **k)
         assert f"{kube_namespace}/secret-training" in admin.stdout
     finally:
         kube_cluster.run("delete", "clusterrolebinding,clusterrole", role, "--ignore-not-found")

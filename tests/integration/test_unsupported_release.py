@@ -8,6 +8,7 @@ non-zero when stopped; `kubectl dra` must fail with one line too.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -52,7 +53,10 @@ def test_the_operator_refuses_with_a_reason_and_no_crash_loop(
         assert op.stop() == 3, op.logs()
 
 
-def test_kubectl_dra_refuses_in_one_line(old_cluster: KubeCluster) -> None:
+@pytest.mark.parametrize("through_kubectl", [False, True], ids=["api-server", "kubectl"])
+def test_kubectl_dra_refuses_in_one_line(old_cluster: KubeCluster, through_kubectl: bool) -> None:
+    via = ["--kubectl", old_cluster.kubectl] if through_kubectl else []
+    env = {k: v for k, v in os.environ.items() if k != "DRAVIEW_KUBECTL"}
     proc = subprocess.run(
         [
             sys.executable,
@@ -60,14 +64,14 @@ def test_kubectl_dra_refuses_in_one_line(old_cluster: KubeCluster) -> None:
             "draview.cli.kubectl_dra",
             "--kubeconfig",
             old_cluster.kubeconfig,
-            "--kubectl",
-            old_cluster.kubectl,
+            *via,
             "get",
             "pools",
         ],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith(f"error: {REASON}") and proc.stderr.count("\n") == 1

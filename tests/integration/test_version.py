@@ -14,12 +14,16 @@ from kubecluster import KubeCluster
 pytestmark = pytest.mark.cluster
 
 
-def test_kubectl_dra_version_shows_the_clusters_profile(kube_cluster: KubeCluster) -> None:
-    proc = dra(kube_cluster, "version", "-o", "json")
+@pytest.mark.parametrize("through_kubectl", [False, True], ids=["api-server", "kubectl"])
+def test_kubectl_dra_version_shows_the_clusters_profile(
+    kube_cluster: KubeCluster, through_kubectl: bool
+) -> None:
+    proc = dra(kube_cluster, "version", "-o", "json", kubectl=through_kubectl)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["kind"] == "Version" and info["kubernetesReleases"] == list(RELEASES)
-    assert info["kubectl"], info
+    # kubectl's own version where there is a kubectl; the plugin does not need one.
+    assert bool(info["kubectl"]) or not through_kubectl, info
     cluster = info["cluster"]
     release = kube_cluster.server_release()
     assert cluster["error"] is None and cluster["serverVersion"].startswith(f"v{release}.")
@@ -29,14 +33,15 @@ def test_kubectl_dra_version_shows_the_clusters_profile(kube_cluster: KubeCluste
     assert (profile["kubernetesVersion"], profile["source"]) == (release, "cluster")
     assert cluster["unknownGates"] == [] and cluster["ignoredGates"]
     assert cluster["label"].startswith(f"Kubernetes {release}")
-    proc = dra(kube_cluster, "version")
+    proc = dra(kube_cluster, "version", kubectl=through_kubectl)
     assert proc.returncode == 0 and f"Kubernetes {release}" in proc.stdout
     assert "Cluster profile:" in proc.stdout
 
 
+@pytest.mark.parametrize("through_kubectl", [False, True], ids=["api-server", "kubectl"])
 def test_kubectl_dra_version_says_when_the_cluster_cannot_be_read(
-    kube_cluster: KubeCluster,
+    kube_cluster: KubeCluster, through_kubectl: bool
 ) -> None:
-    proc = dra(kube_cluster, "version", "--context", "no-such-context")
+    proc = dra(kube_cluster, "version", "--context", "no-such-context", kubectl=through_kubectl)
     assert proc.returncode == 1
     assert "draview:" in proc.stdout and "Cluster profile:     cannot read it:" in proc.stdout

@@ -7,6 +7,7 @@ kubelet prepares its devices for real Pods.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -180,10 +181,12 @@ def test_a_pod_gets_a_prepared_device_and_draview_follows(
 
 
 def kubectl_dra(k: KubeCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """The plugin as users run it: the API server asked directly, the kubeconfig's
+    credentials (no kubectl needed)."""
+    env = {key: v for key, v in os.environ.items() if key != "DRAVIEW_KUBECTL"}
     return subprocess.run(
-        [sys.executable, "-m", "draview.cli.kubectl_dra", "--kubeconfig", k.kubeconfig,
-         "--kubectl", k.kubectl, *args],
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "draview.cli.kubectl_dra", "--kubeconfig", k.kubeconfig, *args],
+        capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
 
 

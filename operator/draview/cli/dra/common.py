@@ -28,11 +28,43 @@ DEFAULTS: dict[str, Any] = {
     "all_namespaces": False,
     "output": None,
     "kubectl": None,
+    "request_timeout": None,
+    "chunk_size": 500,
     "filename": [],
     "live": False,
     "kubernetes_version": None,
     "feature_gates": None,
 }
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """kubectl's --request-timeout: a number of seconds, or Go durations such as `1m30s`;
+    0 means no limit."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    total, number = 0.0, ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = "ms" if text.startswith("ms", i) else ch
+        if unit not in _UNITS or not number:
+            raise ValueError(f"{text!r} is not a duration (examples: 30s, 2m, 1h, 0)")
+        total += float(number) * _UNITS[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        raise ValueError(f"{text!r} is not a duration: a unit must follow {number}")
+    return total
 
 
 def common_parser() -> argparse.ArgumentParser:
@@ -52,7 +84,22 @@ def common_parser() -> argparse.ArgumentParser:
         help="output format: wide, yaml or json (default: human-readable)",
     )
     g.add_argument(
-        "--kubectl", metavar="PATH", help="kubectl binary (default $DRAVIEW_KUBECTL, else kubectl)"
+        "--kubectl",
+        metavar="PATH",
+        help="read the cluster through this kubectl binary instead of asking the API server "
+        "directly (also $DRAVIEW_KUBECTL): for credentials only kubectl understands",
+    )
+    g.add_argument(
+        "--request-timeout",
+        metavar="DURATION",
+        help="how long one request to the API server may take (1s, 2m, 3h; 0: no limit, "
+        "the default)",
+    )
+    g.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help="read large lists in pages of N objects (default 500; 0: in one piece)",
     )
     g.add_argument(
         "-f",

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from draview.api.attrvalues import text as attribute_text
 from draview.api.slices import Device, ResourceSlice
+from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError
-from draview.cli.dra.kubectl import NotFound
 from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.render import Doc, caps_text, counter_lines
+from draview.cli.dra.scope import Scope
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import dump
 from draview.engine.fragmentation import fragments
@@ -108,7 +109,7 @@ def _device_capacity(spec_dev: Any, dev: dict[str, Any]) -> tuple[dict[str, Any]
 def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dict[str, Any]]:
     raw = source.one("ResourceSlice", name)
     s = source.slice_model(name)
-    st = source.statuses()
+    st = source.statuses(Scope(s.driver, s.pool.name))
     sst = st.slice_status(name)
     pst = st.pool_status(s.driver, s.pool.name)
     doc = Doc()
@@ -137,12 +138,7 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
     if not status.get("counterSets") and pool_body.get("counterSets"):
         doc.head(1, "Pool Counter Sets")
         counter_lines(doc, 2, pool_body["counterSets"])
-    same_pool = [
-        (other, None)
-        for other in source.slice_models()
-        if other.driver == s.driver and other.pool.name == s.pool.name
-    ]
-    frag = fragmentation_lines(doc, 1, pool_body, same_pool, st)
+    frag = fragmentation_lines(doc, 1, pool_body, lambda: _same_pool(s, source, st), st)
     pool_lines(doc, 1, pool_body or status.get("poolStatus") or {})
     structured: dict[str, Any] = {"slice": raw, "status": elided_status(sst, vis)}
     if frag:
@@ -150,6 +146,24 @@ def describe_slice(name: str, source: Source, vis: Visibility) -> tuple[str, dic
     if pst is not None:
         structured["poolStatus"] = pst
     return doc.text(), structured
+
+
+def _same_pool(s: ResourceSlice, source: Source, st: Statuses) -> list[tuple[ResourceSlice, None]]:
+    """The slices of the pool: with the operator's statuses, the ones they name (each a
+    GET), else all of the driver's."""
+    if st.origin == "operator" and not source.offline:
+        names = {o["metadata"]["name"] for o in st.slices if o["spec"]["pool"] == s.pool.name}
+        models = [s] + [m for n in sorted(names - {s.name}) if (m := _slice_or_none(source, n))]
+    else:
+        models = source.slice_models(Scope(s.driver, s.pool.name))
+    return [(m, None) for m in models if m.driver == s.driver and m.pool.name == s.pool.name]
+
+
+def _slice_or_none(source: Source, name: str) -> ResourceSlice | None:
+    try:
+        return source.slice_model(name)
+    except NotFound:  # deleted since its status was written
+        return None
 
 
 def _slice_spec(doc: Doc, s: ResourceSlice) -> None:
@@ -265,7 +279,8 @@ def pool_lines(doc: Doc, level: int, body: dict[str, Any]) -> None:
 
 def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict[str, Any]]:
     node = source.node(name)
-    slices = source.slice_models()
+    scope = Scope(node=name)
+    slices = source.slice_models(scope)
     # A dump may hold no Node objects, and slices may name a node that has gone: a node
     # that some slice names is still described (without labels).
     known = any(s.node_name == name for s in slices)
@@ -275,7 +290,7 @@ def describe_node(name: str, source: Source, vis: Visibility) -> tuple[str, dict
         str(k): str(v)
         for k, v in (((node or {}).get("metadata") or {}).get("labels") or {}).items()
     }
-    st = source.statuses()
+    st = source.statuses(scope)
     reached: dict[tuple[str, str], list[tuple[ResourceSlice, set[str]]]] = {}
     for s in sorted(slices, key=lambda x: x.name):
         if slice_may_reach(s, name, labels):
@@ -332,7 +347,9 @@ def _node_pool(
     if pool_body.get("counterSets"):
         doc.head(1, "Counter Sets")
         counter_lines(doc, 2, pool_body["counterSets"])
-    frag = fragmentation_lines(doc, 1, pool_body, [(sl, set(names)) for sl, names in members], st)
+    frag = fragmentation_lines(
+        doc, 1, pool_body, lambda: [(sl, set(names)) for sl, names in members], st
+    )
     conds = {c.get("type"): c.get("status") for c in pool_body.get("conditions") or []}
     if any(conds.get(t, "True") != "True" for t in CONDITIONS):
         pool_lines(doc, 1, pool_body)
@@ -353,16 +370,17 @@ def fragmentation_lines(
     doc: Doc,
     level: int,
     pool_body: dict[str, Any],
-    slices: Sequence[tuple[ResourceSlice, set[str] | None]],
+    pool_slices: Callable[[], Sequence[tuple[ResourceSlice, set[str] | None]]],
     st: Statuses,
 ) -> list[dict[str, Any]]:
     """Free counter capacity no single allocatable device can use (engine/fragmentation.py),
-    under a `Fragmentation` heading; the same as data for -o yaml|json. `slices`: the
-    pool's slices, each with the names of the devices that count (None: all)."""
+    under a `Fragmentation` heading; the same as data for -o yaml|json. `pool_slices`:
+    the pool's slices, each with the names of the devices that count (None: all), read
+    only for a pool with counters."""
     if not pool_body.get("counterSets"):
         return []
     devices: list[tuple[Device, str]] = []
-    for s, names in slices:
+    for s, names in pool_slices():
         states = {
             d["name"]: d["state"]
             for d in ((st.slice_status(s.name) or {}).get("status") or {}).get("devices") or []
@@ -398,7 +416,7 @@ def fragmentation_lines(
 
 
 def run(args: argparse.Namespace, source: Source) -> int:
-    vis = Visibility(source.kubectl)
+    vis = Visibility(source.cluster)
     kind = KINDS[args.kind]
     try:
         if kind == "resourceslice":

@@ -7,9 +7,10 @@ import argparse
 import sys
 from typing import Any
 
+from draview.cli.dra.allocations import OPERATOR
+from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError, UsageError
-from draview.cli.dra.kubectl import NotFound
-from draview.cli.dra.source import Source
+from draview.cli.dra.source import Source, note
 from draview.cli.fit_view import (
     InputError,
     WorkloadError,
@@ -60,9 +61,11 @@ def run(args: argparse.Namespace, source: Source) -> int:
         if exc.missing:
             raise CliError(str(exc)) from None  # kubectl's exit code for a missing object
         raise UsageError(str(exc)) from None
-    world = source.world()
+    world, results, origin = source.judged_world()
+    if origin == OPERATOR:
+        note(f"allocations as recorded in {origin} (--live reads every claim)")
     try:
-        result = answer(world, workload, source.profile(), args, source.results())
+        result = answer(world, workload, source.profile(), args, results)
     except FitError as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(output(result, workload, source.profile(), args.output, args.budget))

@@ -9,6 +9,7 @@ from typing import Any
 
 from draview.cli.dra.common import UsageError
 from draview.cli.dra.rbac import Visibility
+from draview.cli.dra.scope import Scope
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import as_list, dump
 from draview.cli.tables import render_table
@@ -61,11 +62,12 @@ class Filter:
         self.driver: str | None = args.driver
         self.pool: str | None = args.pool
         self.node: str | None = args.node
+        self.scope = Scope(self.driver, self.pool, self.node)
         self.slices: set[str] = set()
         self.devices: set[tuple[str, str]] = set()  # (slice, device)
         if self.node:
             labels = source.node_labels(self.node)
-            for s in source.slice_models():
+            for s in source.slice_models(self.scope):
                 if slice_may_reach(s, self.node, labels):
                     self.slices.add(s.name)
                     for d in s.devices:
@@ -170,9 +172,9 @@ def elide_objects(objs: list[dict[str, Any]], vis: Visibility) -> list[dict[str,
 
 def run(args: argparse.Namespace, source: Source) -> int:
     kind = KINDS[args.resource]
-    st = source.statuses()
     flt = Filter(args, source)
-    vis = Visibility(source.kubectl)
+    st = source.statuses(flt.scope)
+    vis = Visibility(source.cluster)
     wide = args.output == "wide"
     if kind == "pools":
         head, rows, objs = pools_rows(st, flt, wide)

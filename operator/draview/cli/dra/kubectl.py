@@ -1,4 +1,9 @@
-"""kubectl as the transport: the user's kubeconfig, context and auth plugins just work."""
+"""kubectl as the transport (--kubectl): for credentials only kubectl understands.
+
+Each request is a kubectl process and kubectl's own JSON re-encoding of what it read, so
+the API server path (rest.py) is the default; this one stays for the clusters it cannot
+reach.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +14,16 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from draview.cli.dra.common import CliError
-from draview.engine.profile import (
-    GateNames,
-    Profile,
-    ProfileError,
-    cluster_profile,
-    gates_from_metrics,
-    sort_gates,
+from draview.cli.dra.cluster import (
+    EVERYTHING,
+    KINDS,
+    Cluster,
+    Forbidden,
+    NotFound,
+    NotServed,
+    Query,
 )
-
-
-class NotServed(CliError):
-    """The API server does not serve the resource (a CRD is not installed)."""
-
-
-class Forbidden(CliError):
-    """RBAC does not allow the request."""
-
-
-class NotFound(CliError):
-    """The named object does not exist."""
+from draview.cli.dra.common import CliError
 
 
 def _one_line(text: str) -> str:
@@ -39,14 +33,15 @@ def _one_line(text: str) -> str:
 
 
 @dataclass
-class Kubectl:
+class Kubectl(Cluster):
     binary: str
     kubeconfig: str | None = None
     context: str | None = None
-    timeout: float = 120
+    # --request-timeout as kubectl takes it; the process itself gets a generous bound.
+    request_timeout: str | None = None
+    chunk_size: int | None = None
+    timeout: float = 600
     _can_i: dict[tuple[str, str, str], bool] = field(default_factory=dict)
-    # How the gates the cluster reports stand (cluster_profile): what was left out.
-    gate_names: GateNames | None = None
     _versions: tuple[str | None, str | None, str] | None = None
 
     @classmethod
@@ -58,12 +53,18 @@ class Kubectl:
             )
         return cls(binary, kubeconfig, context)
 
+    @property
+    def transport(self) -> str:
+        return "kubectl"
+
     def _base(self) -> list[str]:
         cmd = [self.binary]
         if self.kubeconfig:
             cmd.append(f"--kubeconfig={self.kubeconfig}")
         if self.context:
             cmd.append(f"--context={self.context}")
+        if self.request_timeout:
+            cmd.append(f"--request-timeout={self.request_timeout}")
         return cmd
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -103,11 +104,28 @@ class Kubectl:
         items = doc.get("items") if isinstance(doc, dict) else None
         return [i for i in items or [] if isinstance(i, dict)]
 
+    def list(self, kind: str, query: Query = EVERYTHING) -> list[dict[str, Any]]:
+        k = KINDS[kind]
+        args = ["-A"] if k.namespaced else []
+        if query.labels:
+            args.append(f"--selector={query.labels}")
+        if query.fields:
+            args.append(f"--field-selector={query.fields}")
+        if self.chunk_size is not None:
+            args.append(f"--chunk-size={self.chunk_size}")
+        return self.items(k.resource, *args)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        args = [KINDS[kind].resource, name] + (["-n", namespace] if namespace else [])
+        obj: dict[str, Any] = self.get_json(*args)
+        return obj
+
     def can_i(self, verb: str, resource: str, namespace: str) -> bool:
         """`kubectl auth can-i`, cached per (verb, resource, namespace)."""
         key = (verb, resource, namespace)
         if key not in self._can_i:
-            proc = self.run("auth", "can-i", verb, resource, "-n", namespace)
+            where = ["-n", namespace] if namespace else ["-A"]
+            proc = self.run("auth", "can-i", verb, resource, *where)
             self._can_i[key] = proc.returncode == 0 and proc.stdout.strip() == "yes"
         return self._can_i[key]
 
@@ -128,17 +146,10 @@ class Kubectl:
             self._versions = (found[0], found[1], _one_line(proc.stderr))
         return self._versions
 
-    def cluster_profile(self) -> Profile:
-        """The cluster's release (/version) and DRA gates (/metrics of the API server);
-        where /metrics may not be read, the release's defaults (the source says so)."""
-        _, version, why = self.versions()
-        if version is None:
-            raise CliError(f"cannot read the server's version: {why}")
-        metrics = self.run("get", "--raw", "/metrics")
-        text = metrics.stdout if metrics.returncode == 0 else None
-        try:
-            profile = cluster_profile(version, text)
-        except ProfileError as exc:
-            raise CliError(str(exc)) from None
-        self.gate_names = sort_gates(profile.release, gates_from_metrics(text or ""))
-        return profile
+    def metrics(self) -> str | None:
+        proc = self.run("get", "--raw", "/metrics")
+        return proc.stdout if proc.returncode == 0 else None
+
+    def default_namespace(self) -> str:
+        proc = self.run("config", "view", "--minify", "-o", "jsonpath={..namespace}")
+        return (proc.stdout.strip() if proc.returncode == 0 else "") or "default"

@@ -6,17 +6,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from draview.cli.dra.kubectl import Kubectl
+from draview.cli.dra.cluster import Cluster
 
 
 @dataclass
 class Visibility:
-    kubectl: Kubectl | None  # None: offline, everything is visible
+    cluster: Cluster | None  # None: offline, everything is visible
 
     def can_see(self, namespace: str) -> bool:
-        if self.kubectl is None:
+        if self.cluster is None:
             return True
-        return self.kubectl.can_i("get", "resourceclaims", namespace)
+        # One question for a user who may read claims everywhere (an admin), instead of
+        # one per namespace the answer names.
+        if self.cluster.can_i("get", "resourceclaims", ""):
+            return True
+        return self.cluster.can_i("get", "resourceclaims", namespace)
 
     def split(self, allocations: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         """(allocations the user may see, how many others there are)."""

@@ -1,4 +1,5 @@
-"""Where the data comes from: the cluster through kubectl, or a dump file (-f).
+"""Where the data comes from: the cluster (the API server, or kubectl with --kubectl),
+or a dump file (-f).
 
 Availability comes from the draview operator's ResourceSliceStatus/ResourcePoolStatus
 objects when it publishes them; otherwise (CRDs absent or empty, --live, -f) it is
@@ -8,18 +9,34 @@ computed here with the same engine from slices, claims and DeviceTaintRules.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
-from draview.api.claims import READ_ERRORS
+from draview.api.claims import READ_ERRORS, ResourceClaim
 from draview.api.common import error_text
 from draview.api.slices import ResourceSlice
-from draview.api.status import API_GROUP, PLURALS, POOL_STATUS_KIND, SLICE_STATUS_KIND
+from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
 from draview.api.world import World, build_world
-from draview.cli.dra.common import CliError, UsageError
-from draview.cli.dra.kubectl import Forbidden, Kubectl, NotFound, NotServed
+from draview.cli.dra.allocations import CLAIMS, OPERATOR, claims_from_statuses
+from draview.cli.dra.cluster import (
+    EVERYTHING,
+    Cluster,
+    Forbidden,
+    NotFound,
+    NotServed,
+    Query,
+    matches,
+)
+from draview.cli.dra.common import CliError, UsageError, parse_duration
+from draview.cli.dra.kubeconfig import load as load_kubeconfig
+from draview.cli.dra.kubectl import Kubectl
+from draview.cli.dra.rest import Rest
+from draview.cli.dra.scope import WHOLE, Scope
 from draview.cli.inputs import InputError, read_sources
 from draview.cli.limits import limits_from_args
 from draview.cli.profile_flags import given, profile_from_args
@@ -30,39 +47,69 @@ from draview.engine.world import compute_world, node_assumption, world_objects
 
 Origin = Literal["operator", "computed"]
 
-# kind -> (kubectl resource, namespaced)
-RESOURCES: dict[str, tuple[str, bool]] = {
-    "ResourceSlice": ("resourceslices.resource.k8s.io", False),
-    "ResourceClaim": ("resourceclaims.resource.k8s.io", True),
-    "ResourceClaimTemplate": ("resourceclaimtemplates.resource.k8s.io", True),
-    "DeviceClass": ("deviceclasses.resource.k8s.io", False),
-    "DeviceTaintRule": ("devicetaintrules.resource.k8s.io", False),
-    "Node": ("nodes", False),
-    SLICE_STATUS_KIND: (f"{PLURALS[SLICE_STATUS_KIND]}.{API_GROUP}", False),
-    POOL_STATUS_KIND: (f"{PLURALS[POOL_STATUS_KIND]}.{API_GROUP}", False),
-}
 # Optional kinds: a cluster may not serve them, or the user may not read them.
 _OPTIONAL = {"DeviceTaintRule", "DeviceClass", "Node", SLICE_STATUS_KIND, POOL_STATUS_KIND}
+
+
+def connect(args: argparse.Namespace) -> Cluster:
+    """The API server directly, or kubectl when --kubectl (or $DRAVIEW_KUBECTL) names it."""
+    try:
+        timeout = parse_duration(args.request_timeout) if args.request_timeout else None
+    except ValueError as exc:
+        raise UsageError(f"--request-timeout: {exc}") from None
+    if args.chunk_size < 0:
+        raise UsageError("--chunk-size: must be 0 (no paging) or more")
+    if args.kubectl or os.environ.get("DRAVIEW_KUBECTL"):
+        kubectl = Kubectl.find(args.kubectl, args.kubeconfig, args.context)
+        kubectl.request_timeout = args.request_timeout
+        kubectl.chunk_size = args.chunk_size
+        return kubectl
+    return Rest(load_kubeconfig(args.kubeconfig, args.context), timeout, args.chunk_size)
 
 
 def warn(message: str) -> None:
     print(f"kubectl-dra: warning: {message}", file=sys.stderr)
 
 
-@dataclass
+def note(message: str) -> None:
+    print(f"kubectl-dra: note: {message}", file=sys.stderr)
+
+
 class Statuses:
-    pools: list[dict[str, Any]]
-    slices: list[dict[str, Any]]
-    origin: Origin
+    """The status objects a question needs, read when first used: `get pools` never
+    reads the slices' statuses."""
+
+    def __init__(
+        self,
+        origin: Origin,
+        pools: Callable[[], list[dict[str, Any]]],
+        slices: Callable[[], list[dict[str, Any]]],
+    ) -> None:
+        self.origin = origin
+        self._load_pools = pools
+        self._load_slices = slices
+
+    @cached_property
+    def pools(self) -> list[dict[str, Any]]:
+        return sorted(self._load_pools(), key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
+
+    @cached_property
+    def slices(self) -> list[dict[str, Any]]:
+        return sorted(self._load_slices(), key=lambda o: o["metadata"]["name"])
+
+    @cached_property
+    def _slice_index(self) -> dict[str, dict[str, Any]]:
+        return {o["metadata"]["name"]: o for o in self.slices}
+
+    @cached_property
+    def _pool_index(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(o["spec"]["driver"], o["spec"]["pool"]): o for o in self.pools}
 
     def slice_status(self, name: str) -> dict[str, Any] | None:
-        return next((o for o in self.slices if o["metadata"]["name"] == name), None)
+        return self._slice_index.get(name)
 
     def pool_status(self, driver: str, pool: str) -> dict[str, Any] | None:
-        for o in self.pools:
-            if o["spec"]["driver"] == driver and o["spec"]["pool"] == pool:
-                return o
-        return None
+        return self._pool_index.get((driver, pool))
 
 
 def _needs_nodes(slices: list[dict[str, Any]]) -> bool:
@@ -86,30 +133,33 @@ def _needs_nodes(slices: list[dict[str, Any]]) -> bool:
 
 @dataclass
 class Objects:
-    """The raw objects, from a dump or through kubectl, each kind listed once."""
+    """The raw objects, from a dump or the cluster, each kind (or selection) read once."""
 
-    kubectl: Kubectl | None
+    cluster: Cluster | None
     dump: list[dict[str, Any]] | None = None
     live: bool = False
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _one: dict[tuple[str, str, str | None], dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def offline(self) -> bool:
         return self.dump is not None
 
-    def objects(self, kind: str) -> list[dict[str, Any]]:
-        """Every object of a kind (all namespaces). Optional kinds that the server does not
-        serve or the user may not list come back empty."""
-        if kind in self._cache:
-            return self._cache[kind]
-        if self.dump is not None:
-            found = [o for o in self.dump if o.get("kind") == kind]
+    def objects(self, kind: str, query: Query = EVERYTHING) -> list[dict[str, Any]]:
+        """Every object of a kind (all namespaces) that the query selects. Optional kinds
+        that the server does not serve or the user may not list come back empty."""
+        key = kind if query == EVERYTHING else f"{kind}?{query.labels}&{query.fields}"
+        if key in self._cache:
+            return self._cache[key]
+        if kind in self._cache:  # the whole kind is read already: select from it
+            found = [o for o in self._cache[kind] if matches(o, query)]
+        elif self.dump is not None:
+            found = [o for o in self.dump if o.get("kind") == kind and matches(o, query)]
         else:
-            assert self.kubectl is not None
-            resource, namespaced = RESOURCES[kind]
+            assert self.cluster is not None
             try:
-                found = self.kubectl.items(resource, *(["-A"] if namespaced else []))
+                found = self.cluster.list(kind, query)
             except NotServed:
                 found = []
             except Forbidden as exc:
@@ -118,9 +168,11 @@ class Objects:
                 if kind == "ResourceClaim":
                     self._warn(f"cannot list ResourceClaims ({exc}); allocations are unknown")
                 found = []
+            finally:
+                self.cluster.progress_done()
             for o in found:
                 o.setdefault("kind", kind)
-        self._cache[kind] = found
+        self._cache[key] = found
         return found
 
     def _warn(self, message: str) -> None:
@@ -128,8 +180,19 @@ class Objects:
             self.warnings.append(message)
             warn(message)
 
+    def selected(self, kind: str, queries: list[Query]) -> list[dict[str, Any]]:
+        """The union of what several queries select (each object once, by name)."""
+        if len(queries) == 1:
+            return self.objects(kind, queries[0])
+        seen: dict[tuple[str | None, str], dict[str, Any]] = {}
+        for query in queries:
+            for o in self.objects(kind, query):
+                meta = o.get("metadata") or {}
+                seen.setdefault((meta.get("namespace"), str(meta.get("name"))), o)
+        return list(seen.values())
+
     def prefetch(self, *kinds: str) -> None:
-        """List several kinds at once: each kubectl call costs a process and a round trip."""
+        """List several kinds at once: each list is a round trip (a process with kubectl)."""
         todo = [k for k in kinds if k not in self._cache]
         if self.dump is not None or len(todo) < 2:
             return
@@ -150,11 +213,11 @@ class Objects:
                     return o
             what = label if namespace is not None else f"{kind.lower()} {name!r}"
             raise NotFound(f"{what} not found")
-        assert self.kubectl is not None
-        resource, _ = RESOURCES[kind]
-        args = [resource, name] + (["-n", namespace] if namespace else [])
-        obj: dict[str, Any] = self.kubectl.get_json(*args)
-        return obj
+        key = (kind, name, namespace)
+        if key not in self._one:
+            assert self.cluster is not None
+            self._one[key] = self.cluster.get(kind, name, namespace)
+        return self._one[key]
 
 
 @dataclass
@@ -166,7 +229,8 @@ class Source(Objects):
     _results: list[PoolResult] | None = None
     _profile: Profile | None = None
     _profile_said: bool = False
-    _statuses: Statuses | None = None
+    _statuses: dict[Scope, Statuses] = field(default_factory=dict)
+    _publishes: bool | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Source:
@@ -180,7 +244,7 @@ class Source(Objects):
             except InputError as exc:
                 raise CliError(str(exc)) from None
         else:
-            source = cls(Kubectl.find(args.kubectl, args.kubeconfig, args.context), live=args.live)
+            source = cls(connect(args), live=args.live)
         source._profile = named
         return source
 
@@ -188,9 +252,9 @@ class Source(Objects):
         """Whose scheduler to mirror: the flags', else a live cluster's own, else the
         default. Said once on stderr, since the answer depends on it."""
         if self._profile is None:
-            kubectl = None if self.offline else self.kubectl
-            self._profile = kubectl.cluster_profile() if kubectl is not None else DEFAULT
-            names = kubectl.gate_names if kubectl is not None else None
+            cluster = None if self.offline else self.cluster
+            self._profile = cluster.cluster_profile() if cluster is not None else DEFAULT
+            names = cluster.gate_names if cluster is not None else None
             for problem in names.problems(reported=True) if names is not None else []:
                 self._warn(f"{problem}: judged without it")
         if not self._profile_said and self._profile is not DEFAULT:
@@ -204,11 +268,12 @@ class Source(Objects):
                 self._warn(caveat)
         return self._profile
 
-    def slice_models(self) -> list[ResourceSlice]:
-        """Only the slices, normalised (no claims needed: works for restricted users)."""
+    def slice_models(self, scope: Scope = WHOLE) -> list[ResourceSlice]:
+        """Only the slices, normalised (no claims needed: works for restricted users); of
+        the scope and maybe others (the caller filters)."""
         if self._world is not None:
             return self._world.slices
-        return build_world(self.objects("ResourceSlice")).slices
+        return build_world(self.selected("ResourceSlice", scope.slice_queries())).slices
 
     def node_labels(self, name: str) -> dict[str, str]:
         meta = (self.node(name) or {}).get("metadata")
@@ -219,30 +284,81 @@ class Source(Objects):
 
     def world(self) -> World:
         if self._world is None:
-            # The profile first: a cluster draview cannot judge is refused before any
-            # list is made.
-            self.profile()
-            self.prefetch("ResourceSlice", "ResourceClaim", "DeviceTaintRule", "DeviceClass")
-            objs = [
-                *self.objects("ResourceSlice"),
-                *self.objects("ResourceClaim"),
-                *self.objects("DeviceTaintRule"),
-                *self.objects("DeviceClass"),
-            ]
-            if _needs_nodes(self.objects("ResourceSlice")):
-                # Which nodes a selector reaches, and what each declares, decide what each
-                # node's allocator sees; without them the engine assumes nodes
-                # (engine/world.node_assumption).
-                nodes = self.objects("Node")
-                if not nodes and not self.offline:
-                    self._warn("cannot list Nodes: node selectors are assumed to match")
-                objs.extend(nodes)
-            self._world = build_world(objs)
-            for problem in self._world.problems:
-                self._warn(str(problem))
-            if self.offline and (note := node_assumption(self._world)) is not None:
-                self._warn(note)
+            self._world = self._build_world()
         return self._world
+
+    def _build_world(
+        self,
+        slices: Sequence[Query] = (EVERYTHING,),
+        claims: list[dict[str, Any]] | None = None,
+    ) -> World:
+        """The engine's input: the slices the queries select (with their pools' problems),
+        and `claims` (default: every ResourceClaim), DeviceTaintRules, DeviceClasses and,
+        where a slice's judgement reads them, the Nodes."""
+        # The profile first: a cluster draview cannot judge is refused before any list
+        # is made.
+        self.profile()
+        kinds = ["DeviceTaintRule", "DeviceClass"] + (["ResourceClaim"] if claims is None else [])
+        if list(slices) == [EVERYTHING]:
+            kinds.append("ResourceSlice")
+        self.prefetch(*kinds)
+        slice_objs = self.selected("ResourceSlice", list(slices))
+        objs = [
+            *slice_objs,
+            *(self.objects("ResourceClaim") if claims is None else claims),
+            *self.objects("DeviceTaintRule"),
+            *self.objects("DeviceClass"),
+        ]
+        if _needs_nodes(slice_objs):
+            # Which nodes a selector reaches, and what each declares, decide what each
+            # node's allocator sees; without them the engine assumes nodes
+            # (engine/world.node_assumption).
+            nodes = self.objects("Node")
+            if not nodes and not self.offline:
+                self._warn("cannot list Nodes: node selectors are assumed to match")
+            objs.extend(nodes)
+        world = build_world(objs)
+        for problem in world.problems:
+            self._warn(str(problem))
+        if self.offline and (note := node_assumption(world)) is not None:
+            self._warn(note)
+        return world
+
+    def claim_world(
+        self, raw: dict[str, Any], claim: ResourceClaim
+    ) -> tuple[World, list[PoolResult], str]:
+        """What `why` judges a claim against, read as narrowly as the answer allows: an
+        allocated claim, the pools it holds devices in; a pending one, every pool."""
+        held = {(r.driver, r.pool) for r in claim.results}
+        return self.judged_world(raw, held or None)
+
+    def judged_world(
+        self, claim: dict[str, Any] | None = None, held: set[tuple[str, str]] | None = None
+    ) -> tuple[World, list[PoolResult], str]:
+        """The world and its results for `why` and `fit`, and where the allocations came
+        from: the operator's slice statuses when it publishes them (one object a slice,
+        instead of every claim in the cluster), else every ResourceClaim. `held`: only
+        these pools (None: all); `claim`: the claim asked about, as the API server has
+        it (newer than any status)."""
+        if self.offline or self.live or self.cluster is None:
+            return self.world(), self.results(), CLAIMS
+        scopes = list(dict.fromkeys(Scope(d, p) for d, p in sorted(held or ())))
+        claims = None
+        origin = CLAIMS
+        if self.operator_publishes():
+            queries = [q for sc in scopes for q in sc.status_queries()] or [EVERYTHING]
+            claims = claims_from_statuses(self.selected(SLICE_STATUS_KIND, queries), claim)
+            if claims is not None:
+                origin = OPERATOR
+        slices = [q for sc in scopes for q in sc.slice_queries()] or [EVERYTHING]
+        if claims is None and held is None:
+            world = self.world()  # every slice and every claim: the world as a whole
+            return world, self.results(), origin
+        world = self._build_world(slices, claims)
+        if held is not None:
+            world.slices = [s for s in world.slices if s.pool_key in held]
+            world.problems = [p for p in world.problems if p.pool is None or p.pool in held]
+        return world, compute_world(world, EngineOptions(profile=self.profile())), origin
 
     def results(self) -> list[PoolResult]:
         """The engine's results for every pool (always computed, for `why`)."""
@@ -250,24 +366,36 @@ class Source(Objects):
             self._results = compute_world(self.world(), EngineOptions(profile=self.profile()))
         return self._results
 
-    def statuses(self) -> Statuses:
-        if self._statuses is None:
-            self._statuses = self._load_statuses()
-        return self._statuses
+    def statuses(self, scope: Scope = WHOLE) -> Statuses:
+        """The status objects of the scope (and maybe others: the caller filters): the
+        operator's when it publishes them, else computed here from everything."""
+        if scope not in self._statuses:
+            self._statuses[scope] = self._load_statuses(scope)
+        return self._statuses[scope]
 
-    def _load_statuses(self) -> Statuses:
-        if not self.live and not self.offline:
-            self.prefetch(POOL_STATUS_KIND, SLICE_STATUS_KIND, "ResourceSlice")
-            pools = self.objects(POOL_STATUS_KIND)
-            slices = self.objects(SLICE_STATUS_KIND)
-            if pools or slices:
-                pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
-                slices.sort(key=lambda o: o["metadata"]["name"])
-                return Statuses(pools, slices, "operator")
+    def operator_publishes(self) -> bool:
+        """Whether the operator's status objects exist (one small request each)."""
+        if self._publishes is None:
+            self._publishes = False
+            if not self.live and not self.offline:
+                assert self.cluster is not None
+                self._publishes = any(
+                    self.cluster.any(kind) for kind in (POOL_STATUS_KIND, SLICE_STATUS_KIND)
+                )
+        return self._publishes
+
+    def _load_statuses(self, scope: Scope) -> Statuses:
+        if self.operator_publishes():
+            queries = scope.status_queries()
+            return Statuses(
+                "operator",
+                lambda: self.selected(POOL_STATUS_KIND, queries),
+                lambda: self.selected(SLICE_STATUS_KIND, queries),
+            )
         objs = world_objects(self.world(), EngineOptions(profile=self.profile()))
         pools = [o for o in objs if o["kind"] == POOL_STATUS_KIND]
-        pools.sort(key=lambda o: (o["spec"]["driver"], o["spec"]["pool"]))
-        return Statuses(pools, [o for o in objs if o["kind"] == SLICE_STATUS_KIND], "computed")
+        slices = [o for o in objs if o["kind"] == SLICE_STATUS_KIND]
+        return Statuses("computed", lambda: pools, lambda: slices)
 
     def slice_model(self, name: str) -> ResourceSlice:
         """One ResourceSlice by name, normalised; CliError (one line) when unreadable."""
@@ -284,7 +412,4 @@ class Source(Objects):
             return None
 
     def default_namespace(self) -> str:
-        if self.kubectl is None:
-            return "default"
-        proc = self.kubectl.run("config", "view", "--minify", "-o", "jsonpath={..namespace}")
-        return (proc.stdout.strip() if proc.returncode == 0 else "") or "default"
+        return "default" if self.cluster is None else self.cluster.default_namespace()

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from draview.cli.dra.cluster import Cluster
 from draview.cli.dra.common import CliError
 from draview.cli.dra.kubectl import Kubectl
-from draview.cli.dra.source import Source, warn
+from draview.cli.dra.source import Source, connect, warn
 from draview.cli.profile_flags import given
 from draview.cli.version import facts, print_version, rows
 from draview.engine.profile import Profile
@@ -46,19 +47,19 @@ def _unread(error: str | None = None) -> dict[str, Any]:
     }
 
 
-def _cluster(kubectl: Kubectl) -> dict[str, Any]:
+def _cluster(cluster: Cluster) -> dict[str, Any]:
     out = _unread()
-    out["serverVersion"] = kubectl.versions()[1]
     try:
-        profile: Profile = kubectl.cluster_profile()
+        out["serverVersion"] = cluster.versions()[1]
+        profile: Profile = cluster.cluster_profile()
     except CliError as exc:
         out["error"] = str(exc)
         return out
     out["profile"] = profile.as_status()
     out["label"] = profile.label()
-    if kubectl.gate_names is not None:
-        out["unknownGates"] = list(kubectl.gate_names.unknown)
-        out["ignoredGates"] = list(kubectl.gate_names.ignored)
+    if cluster.gate_names is not None:
+        out["unknownGates"] = list(cluster.gate_names.unknown)
+        out["ignoredGates"] = list(cluster.gate_names.ignored)
     return out
 
 
@@ -82,6 +83,14 @@ def _cluster_rows(cluster: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
+def _kubectl_version(args: argparse.Namespace) -> str | None:
+    """kubectl's own version when there is a kubectl (the plugin does not need one)."""
+    try:
+        return Kubectl.find(args.kubectl, args.kubeconfig, args.context).versions()[0]
+    except CliError:
+        return None
+
+
 def run(args: argparse.Namespace, source: Source | None = None) -> int:
     if given(args):  # they name a profile to judge as; this command reports the cluster's
         warn("--kubernetes-version and --feature-gates are not used by version")
@@ -91,16 +100,16 @@ def run(args: argparse.Namespace, source: Source | None = None) -> int:
     pairs = rows(info)
     code = 0
     if not args.client and not args.filename:  # a dump (-f) has no cluster to ask
+        info["kubectl"] = _kubectl_version(args)
         try:
-            kubectl = Kubectl.find(args.kubectl, args.kubeconfig, args.context)
-            info["kubectl"] = kubectl.versions()[0]
-        except CliError as exc:  # no kubectl to ask
+            cluster = connect(args)
+        except CliError as exc:  # no kubectl (--kubectl), no kubeconfig
             info["cluster"] = _unread(str(exc))
-            pairs.append(("kubectl", str(exc)))
+            pairs += [("kubectl", str(info["kubectl"])), *_cluster_rows(info["cluster"])]
             code = 1
         else:
-            info["cluster"] = cluster = _cluster(kubectl)
-            pairs += [("kubectl", str(info["kubectl"])), *_cluster_rows(cluster)]
-            code = 1 if cluster["error"] is not None else 0
+            info["cluster"] = found = _cluster(cluster)
+            pairs += [("kubectl", str(info["kubectl"])), *_cluster_rows(found)]
+            code = 1 if found["error"] is not None else 0
     print_version(info, args.output, pairs)
     return code

@@ -8,11 +8,12 @@ from typing import Any
 
 from draview.api.claims import ResourceClaim
 from draview.api.fastclaim import read_claim
+from draview.cli.dra.allocations import OPERATOR
+from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError
-from draview.cli.dra.kubectl import NotFound
 from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.render import Doc
-from draview.cli.dra.source import Source
+from draview.cli.dra.source import Source, note
 from draview.cli.output import dump
 from draview.explain import DeviceIndex, Explainer, IndexedDevice
 from draview.explain.model import ChoiceExplanation, ClaimExplanation
@@ -36,7 +37,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _claim(source: Source, name: str, namespace: str) -> ResourceClaim:
+def _claim(source: Source, name: str, namespace: str) -> tuple[dict[str, Any], ResourceClaim]:
     try:
         raw = source.one("ResourceClaim", name, namespace)
     except NotFound:
@@ -44,7 +45,7 @@ def _claim(source: Source, name: str, namespace: str) -> ResourceClaim:
     claim, problem = read_claim(raw)
     if problem is not None or claim is None:
         raise CliError(f'resourceclaim "{name}" in namespace {namespace} cannot be read: {problem}')
-    return claim
+    return raw, claim
 
 
 def _detail(d: IndexedDevice | None, reason: str, detail: str, vis: Visibility) -> str:
@@ -127,15 +128,18 @@ def render(exp: ClaimExplanation, index: DeviceIndex, vis: Visibility) -> str:
 
 def run(args: argparse.Namespace, source: Source) -> int:
     namespace = args.namespace or source.default_namespace()
-    claim = _claim(source, args.claim, namespace)
-    world = source.world()
-    results = source.results()
+    raw, claim = _claim(source, args.claim, namespace)
+    world, results, origin = source.claim_world(raw, claim)
+    if origin == OPERATOR:
+        note(f"allocations as recorded in {origin} (--live reads every claim)")
+    if claim.allocated and not source.offline and not source.live:
+        note("judged on the pools the claim is allocated in (its status names them)")
     index = DeviceIndex.build(results, world.taint_rules)
     labels = source.node_labels(args.node) if args.node else {}
     exp = Explainer().explain(
         claim, index, world.classes, args.node, labels, results, world.taint_rules
     )
-    vis = Visibility(source.kubectl)
+    vis = Visibility(source.cluster)
     if args.output in ("yaml", "json"):
         sys.stdout.write(dump(exp.to_dict(), args.output))
     else:
