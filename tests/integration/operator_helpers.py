@@ -55,11 +55,12 @@ def rslice(
     }
 
 
-def allocate(k: KubeCluster, ns: str, name: str, pool: str, *devices: str) -> None:
-    claim = {
+def claim(name: str, count: int, ns: str | None = None) -> dict[str, Any]:
+    """A claim for `count` devices of the class `test-class`, request `r`."""
+    return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": {"name": name, **({"namespace": ns} if ns else {})},
         "spec": {
             "devices": {
                 "requests": [
@@ -68,14 +69,17 @@ def allocate(k: KubeCluster, ns: str, name: str, pool: str, *devices: str) -> No
                         "exactly": {
                             "deviceClassName": "test-class",
                             "allocationMode": "ExactCount",
-                            "count": len(devices),
+                            "count": count,
                         },
                     }
                 ]
             }
         },
     }
-    k.create(claim)
+
+
+def allocate(k: KubeCluster, ns: str, name: str, pool: str, *devices: str) -> None:
+    k.create(claim(name, len(devices), ns))
     results = [{"request": "r", "driver": DRIVER, "pool": pool, "device": d} for d in devices]
     patch = {
         "status": {

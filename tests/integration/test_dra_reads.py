@@ -10,9 +10,6 @@ hides other namespaces' claims.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,38 +17,15 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_helpers import DRIVER, allocate, rslice, uniq, wait_states
+from operator_helpers import DRIVER, allocate, claim, rslice, uniq, wait_states
 from operator_proc import Operator
+from test_kubectl_dra import dra
 
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "node-1"
-
-
-def dra(
-    k: KubeCluster, *args: str, kubectl: bool = False, kubeconfig: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "operator")}
-    env.pop("DRAVIEW_KUBECTL", None)
-    extra = ["--kubectl", k.kubectl] if kubectl else []
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "draview.cli.kubectl_dra",
-            "--kubeconfig",
-            kubeconfig or k.kubeconfig,
-            *extra,
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
 
 
 def answer(k: KubeCluster, *args: str, **kw: Any) -> Any:
@@ -193,25 +167,7 @@ def test_describe_reads_one_slice_and_one_node_as_the_whole_read_does(
 def test_why_counts_the_operators_allocations_exactly_as_every_claim(
     crds: KubeCluster, world: dict[str, str], kube_namespace: str
 ) -> None:
-    pending = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "wants-three"},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "r",
-                        "exactly": {
-                            "deviceClassName": "test-class",
-                            "count": 3,
-                        },
-                    }
-                ]
-            }
-        },
-    }
-    crds.create(pending, namespace=kube_namespace)
+    crds.create(claim("wants-three", 3), namespace=kube_namespace)
     proc = dra(crds, "why", "wants-three", "-n", kube_namespace, "-o", "json")
     assert proc.returncode == 0, proc.stderr
     assert "allocations as recorded in the draview operator's" in proc.stderr
