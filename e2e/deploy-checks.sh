@@ -71,8 +71,12 @@ apt_install() {  # apt_install COMMAND PACKAGE
     echo "need root to apt-get install $2; install it by hand" >&2
     return 1
   fi
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >&2
+  # One apt-get at a time (e2e/node/lib.sh apt_install takes the same lock).
+  (
+    flock 7
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >&2
+  ) 7>"${TMPDIR:-/tmp}/draview-apt.lock"
 }
 
 ensure_tools() {

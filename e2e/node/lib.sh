@@ -45,6 +45,16 @@ pause_image="draview.local/pause:3.10"
 
 node_log() { echo "$(basename "$0"): $*" >&2; }
 
+# apt-get install, one at a time across the scripts that install what they miss (two may
+# run side by side under e2e/prebuild): dpkg takes its lock without waiting.
+apt_install() {
+    (
+        flock 7
+        apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
+    ) 7>"${TMPDIR:-/tmp}/draview-apt.lock"
+}
+
 # node_pid_alive NAME: the recorded process of component NAME runs.
 node_pid_alive() {
     local f="${node_pids}/$1.pid" pid
