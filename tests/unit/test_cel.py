@@ -6,6 +6,7 @@ import pytest
 
 from draview.api.slices import Device
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.cel.device import UnsupportedAttribute, device_activation
 
 DRIVER = "gpu.example.com"
 
@@ -158,13 +159,47 @@ def test_non_bool_result_is_an_error(cel: CelEngine) -> None:
 
 
 def test_results_are_cached_per_device_key(cel: CelEngine) -> None:
-    expr = "device.driver == 'gpu.example.com'"
+    expr = "device.attributes['gpu.example.com'].model == 'H100'"
     for _ in range(3):
         assert cel.evaluate(expr, gpu(), key=("pool", 1, "gpu-0")) is True
     assert cel.evaluations == 1
     cel.evaluate(expr, gpu(), key=("pool", 2, "gpu-0"))  # a new pool generation
     assert cel.evaluations == 2
     assert cel.compile(expr) is cel.compile(expr)
+
+
+def test_a_selector_of_the_driver_alone_is_evaluated_once_per_driver(cel: CelEngine) -> None:
+    expr = "device.driver == 'gpu.example.com' || device.driver.startsWith('x')"
+    for i in range(5):
+        assert cel.evaluate(expr, gpu(index={"int": i}), key=("pool", 1, f"gpu-{i}")) is True
+    assert cel.evaluations == 1
+    other = DeviceInput("other.example.com", gpu().device)
+    assert cel.evaluate(expr, other, key=("pool", 1, "other")) is False
+    assert cel.evaluations == 2
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "device.driver == 'gpu.example.com'",
+        "true",
+        # A macro variable named device: not the device, evaluated in full.
+        "['a'].exists(device, device == 'a') && device.driver == 'gpu.example.com'",
+        "device.attributes['gpu.example.com'].model == 'H100'",
+    ],
+)
+def test_a_device_whose_attributes_cel_cannot_hold_fails_every_selector(
+    cel: CelEngine, expr: str
+) -> None:
+    """As the scheduler converts every attribute before it evaluates anything, whatever
+    the selector reads: the driver-only shortcut gives the same error."""
+    broken = gpu(driverVersion={"version": "not-a-semver"})
+    with pytest.raises(UnsupportedAttribute) as built:
+        device_activation(broken)  # what evaluating in full meets first
+    fast = cel.evaluate(expr, broken, key=("pool", 1, "gpu-0"))
+    assert isinstance(fast, CelRuntimeError)
+    assert str(fast) == str(built.value)
+    assert cel.evaluate(expr, gpu(), key=("pool", 1, "gpu-1")) is True
 
 
 def test_matches_all_stops_at_first_failure(cel: CelEngine) -> None:

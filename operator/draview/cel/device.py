@@ -11,6 +11,7 @@ make every selector on their device fail, as the scheduler's do.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from celpy import celtypes
@@ -87,6 +88,41 @@ def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
     return DomainMap(
         {celtypes.StringType(d): celtypes.MapType(vals) for d, vals in grouped.items()}
     )
+
+
+# Attribute kinds whose conversion cannot fail.
+_ALWAYS = frozenset({"string", "bool", "int"})
+
+
+def check_attributes(inp: DeviceInput) -> None:
+    """Raise what device_activation would raise for this device (the first attribute CEL
+    cannot hold), without building the values: for a selector that reads nothing but
+    `device.driver`, which fails on such a device all the same."""
+    for name, raw in inp.device.attributes.items():
+        kind, value = typed(raw)
+        if kind not in _ALWAYS:
+            problem = _problem(
+                name, kind, tuple(value) if isinstance(value, list) else value, inp.lists
+            )
+            if problem is not None:
+                raise UnsupportedAttribute(problem)
+
+
+@lru_cache(maxsize=4096)
+def _problem(name: str, kind: str, value: Any, lists: str) -> str | None:
+    """Why one attribute cannot be a CEL value, or None; remembered, since a driver
+    gives thousands of devices the same versions."""
+    raw = {kind: list(value) if isinstance(value, tuple) else value}
+    try:
+        _attribute(name, raw, lists)
+    except UnsupportedAttribute as exc:
+        return str(exc)
+    return None
+
+
+def driver_activation(driver: str) -> celtypes.MapType:
+    """The `device` variable of a selector that reads only `device.driver`."""
+    return celtypes.MapType({celtypes.StringType("driver"): celtypes.StringType(driver)})
 
 
 def device_activation(inp: DeviceInput) -> celtypes.MapType:

@@ -25,7 +25,9 @@ from draview.cel.device import (
     LISTS_EXPOSED,
     DeviceInput,
     UnsupportedAttribute,
+    check_attributes,
     device_activation,
+    driver_activation,
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
 from draview.cel.values import CelValueError
@@ -74,6 +76,33 @@ def _called_names(tree: lark.Tree[Any]) -> set[str]:
     return names
 
 
+def _reads_only_driver(tree: lark.Tree[Any]) -> bool:
+    """Whether every use of `device` in the expression is `device.driver` (most
+    DeviceClass selectors): its value then depends on the driver alone, and the
+    device's attributes need not be made CEL values to evaluate it. A macro variable
+    named `device` counts as another use, so such an expression is evaluated in full."""
+    uses = 0
+    drivers = 0
+    for node in tree.iter_subtrees():
+        if node.data == "ident" and node.children and str(node.children[0]) == "device":
+            uses += 1
+        elif node.data == "member_dot" and str(node.children[1]) == "driver":
+            inner = node.children[0]
+            primary = inner.children[0] if isinstance(inner, lark.Tree) and inner.children else None
+            ident = (
+                primary.children[0]
+                if isinstance(primary, lark.Tree) and primary.data == "primary" and primary.children
+                else None
+            )
+            if (
+                isinstance(ident, lark.Tree)
+                and ident.data == "ident"
+                and str(ident.children[0]) == "device"
+            ):
+                drivers += 1
+    return uses == drivers
+
+
 def _attribute_of(value: Any) -> Typed | CelRuntimeError:
     try:
         return as_attribute(value)
@@ -113,6 +142,10 @@ class CelEngine:
     def __init__(self, max_results: int = 200_000) -> None:
         self._env = celpy.Environment(runner_class=_Runner)
         self._programs: dict[str, tuple[celpy.Runner, frozenset[str]] | CelCompileError] = {}
+        self._driver_only: dict[str, bool] = {}
+        # Per device key: None where every attribute converts, else the error that fails
+        # every selector on the device (device.check_attributes).
+        self._convertible: dict[Hashable, CelRuntimeError | None] = {}
         self._results: dict[tuple[str, Hashable], EvalResult] = {}
         self._values: dict[tuple[str, Hashable], Typed | CelRuntimeError] = {}
         self._activations: dict[Hashable, celtypes.MapType | CelRuntimeError] = {}
@@ -141,6 +174,7 @@ class CelEngine:
         unknown = sorted(called - BUILTINS - FUNCTIONS.keys())
         if unknown:
             return CelCompileError(f"undeclared reference to {', '.join(unknown)}")
+        self._driver_only[expression] = _reads_only_driver(ast)
         return self._env.program(ast, FUNCTIONS), frozenset(called)
 
     def _runnable(self, expression: str, inp: DeviceInput) -> celpy.Runner:
@@ -187,6 +221,7 @@ class CelEngine:
             self._results.clear()
             self._values.clear()
             self._activations.clear()
+            self._convertible.clear()
         table[entry] = result
 
     def evaluate(self, expression: str, inp: DeviceInput, key: Hashable = None) -> EvalResult:
@@ -200,20 +235,48 @@ class CelEngine:
             hit = self._results.get((expression, key))
             if hit is not None:
                 return hit
-        activation = self._activation(inp, key)
-        if isinstance(activation, CelRuntimeError):
-            result: EvalResult = activation
+        if self._driver_only.get(expression):
+            result = self._by_driver(expression, program, inp, key)
         else:
-            value = self._run(program, activation)
-            if isinstance(value, CelRuntimeError):
-                result = value
-            elif isinstance(value, celtypes.BoolType):
-                result = bool(value)
-            else:
-                result = CelRuntimeError(f"expression returned {type(value).__name__}, not bool")
+            result = self._result(program, self._activation(inp, key))
         if key is not None:
             self._remember(self._results, (expression, key), result)
         return result
+
+    def _result(
+        self, program: celpy.Runner, activation: celtypes.MapType | CelRuntimeError
+    ) -> EvalResult:
+        if isinstance(activation, CelRuntimeError):
+            return activation
+        value = self._run(program, activation)
+        if isinstance(value, CelRuntimeError):
+            return value
+        if isinstance(value, celtypes.BoolType):
+            return bool(value)
+        return CelRuntimeError(f"expression returned {type(value).__name__}, not bool")
+
+    def _by_driver(
+        self, expression: str, program: celpy.Runner, inp: DeviceInput, key: Hashable
+    ) -> EvalResult:
+        """A selector that reads only `device.driver`: evaluated once per driver, after
+        the check that fails it on a device whose attributes CEL cannot hold."""
+        problem = self._convertible.get(key) if key is not None else None
+        if key is None or key not in self._convertible:
+            try:
+                check_attributes(inp)
+                problem = None
+            except UnsupportedAttribute as exc:
+                problem = CelRuntimeError(str(exc))
+            if key is not None:
+                self._convertible[key] = problem
+        if problem is not None:
+            return problem
+        by_driver = ("driver", inp.driver)
+        hit = self._results.get((expression, by_driver))
+        if hit is None:
+            hit = self._result(program, driver_activation(inp.driver))
+            self._remember(self._results, (expression, by_driver), hit)
+        return hit
 
     def derive(
         self, expression: str, inp: DeviceInput, key: Hashable = None

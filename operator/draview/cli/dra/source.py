@@ -112,6 +112,30 @@ class Statuses:
         return self._pool_index.get((driver, pool))
 
 
+# More nodes than this in an allocation's node selector: the driver's slices are read.
+_MOST_NODES = 16
+
+
+def allocation_nodes(claim: dict[str, Any]) -> list[str] | None:
+    """The nodes an allocation's node selector names by `metadata.name` (what the
+    scheduler writes for node-local devices); None when it selects otherwise or more
+    than a few."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    names: list[str] = []
+    for term in terms:
+        found = [
+            str(v)
+            for f in term.get("matchFields") or []
+            if f.get("key") == "metadata.name" and f.get("operator") == "In"
+            for v in f.get("values") or []
+        ]
+        if not found or term.get("matchExpressions"):
+            return None
+        names.extend(found)
+    return sorted(set(names)) if names and len(set(names)) <= _MOST_NODES else None
+
+
 def _needs_nodes(slices: list[dict[str, Any]]) -> bool:
     """Whether any slice's judgement reads Node objects: a node selector (which nodes it
     reaches), or skipNodeOperations (which features the nodes declare, 1.37)."""
@@ -330,10 +354,24 @@ class Source(Objects):
         """What `why` judges a claim against, read as narrowly as the answer allows: an
         allocated claim, the pools it holds devices in; a pending one, every pool."""
         held = {(r.driver, r.pool) for r in claim.results}
-        return self.judged_world(raw, held or None)
+        nodes = allocation_nodes(raw)
+        slices = None
+        if held and nodes:
+            # A slice's pool is no selectable field, but the allocation says which node
+            # it is for: that node's slices of each driver, and those that name no node.
+            slices = [
+                q
+                for d in sorted({d for d, _ in held})
+                for n in nodes
+                for q in Scope(driver=d, node=n).slice_queries()
+            ]
+        return self.judged_world(raw, held or None, slices)
 
     def judged_world(
-        self, claim: dict[str, Any] | None = None, held: set[tuple[str, str]] | None = None
+        self,
+        claim: dict[str, Any] | None = None,
+        held: set[tuple[str, str]] | None = None,
+        slice_queries: list[Query] | None = None,
     ) -> tuple[World, list[PoolResult], str]:
         """The world and its results for `why` and `fit`, and where the allocations came
         from: the operator's slice statuses when it publishes them (one object a slice,
@@ -350,7 +388,8 @@ class Source(Objects):
             claims = claims_from_statuses(self.selected(SLICE_STATUS_KIND, queries), claim)
             if claims is not None:
                 origin = OPERATOR
-        slices = [q for sc in scopes for q in sc.slice_queries()] or [EVERYTHING]
+        slices = slice_queries or [q for sc in scopes for q in sc.slice_queries()] or [EVERYTHING]
+        slices = list(dict.fromkeys(slices))
         if claims is None and held is None:
             world = self.world()  # every slice and every claim: the world as a whole
             return world, self.results(), origin
