@@ -13,10 +13,12 @@ import base64
 import http.client
 import json
 import os
+import re
 import ssl
 import tempfile
 import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -62,6 +64,25 @@ class _Connection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(  # type: ignore[attr-defined]
             self.sock, server_hostname=self._server_name
         )
+
+
+_CONTINUE = re.compile(rb'"continue":"([^"]*)"')
+
+
+def _continue_token(page: bytes) -> str | None:
+    """The continue token of a list page, from the head of its JSON: the API server
+    writes kind, apiVersion and metadata before the items."""
+    head = page[: page.find(b'"items"')] if b'"items"' in page[:4096] else page[:4096]
+    found = _CONTINUE.search(head)
+    return found.group(1).decode() if found and found.group(1) else None
+
+
+def _hide_managed_fields(obj: dict[str, Any]) -> None:
+    """As kubectl prints objects (--show-managed-fields=false): the field managers'
+    bookkeeping says nothing about devices and is often the bulk of an object."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
 
 
 def _status_message(body: bytes, fallback: str) -> str:
@@ -277,6 +298,10 @@ class Rest(Cluster):
 
     def _json(self, path: str, params: dict[str, Any] | None = None) -> Any:
         status, data = self.request("GET", path, params)
+        return self._decode(path, status, data)
+
+    @staticmethod
+    def _decode(path: str, status: int, data: bytes) -> Any:
         if status == 200:
             return json.loads(data)
         message = _status_message(data, f"HTTP {status}")
@@ -328,6 +353,9 @@ class Rest(Cluster):
     # -- reads ---------------------------------------------------------------------------
 
     def list(self, kind: str, query: Query = EVERYTHING) -> list[dict[str, Any]]:
+        """Every page, the next one asked for before this one is decoded: the API server
+        encodes and sends it while this process decodes (the continue token is read from
+        the head of the raw page, where the list's metadata comes first)."""
         path = self._path(kind)
         params: dict[str, Any] = {}
         if self.chunk_size > 0:
@@ -337,23 +365,38 @@ class Rest(Cluster):
         if query.fields:
             params["fieldSelector"] = query.fields
         items: list[dict[str, Any]] = []
-        while True:
-            try:
-                page = self._json(path, params)
-            except NotFound as exc:
-                raise NotServed(str(exc)) from None
-            api_version = page.get("apiVersion")
-            for item in page.get("items") or []:
-                # A list's items carry no kind or apiVersion; kubectl adds them, and the
-                # engine reads both.
-                item.setdefault("kind", kind)
-                item.setdefault("apiVersion", api_version)
-                items.append(item)
-            self.progress.add(len(page.get("items") or []))
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
-            params["continue"] = token
+        with ThreadPoolExecutor(max_workers=1) as ahead:
+            pending = ahead.submit(self.request, "GET", path, dict(params))
+            while True:
+                status, data = pending.result()
+                token = _continue_token(data) if status == 200 else None
+                if token:
+                    pending = ahead.submit(self.request, "GET", path, {**params, "continue": token})
+                page = self._page(path, status, data)
+                api_version = page.get("apiVersion")
+                for item in page.get("items") or []:
+                    # A list's items carry no kind or apiVersion; kubectl adds them, and
+                    # the engine reads both.
+                    item.setdefault("kind", kind)
+                    item.setdefault("apiVersion", api_version)
+                    _hide_managed_fields(item)
+                    items.append(item)
+                self.progress.add(len(page.get("items") or []))
+                decoded = (page.get("metadata") or {}).get("continue") or None
+                if decoded != token:  # the head misread: ask again with the real one
+                    token = decoded
+                    if token:
+                        pending = ahead.submit(
+                            self.request, "GET", path, {**params, "continue": token}
+                        )
+                if not token:
+                    return items
+
+    def _page(self, path: str, status: int, data: bytes) -> dict[str, Any]:
+        try:
+            return self._decode(path, status, data)  # type: ignore[no-any-return]
+        except NotFound as exc:
+            raise NotServed(str(exc)) from None
 
     def any(self, kind: str) -> bool:
         try:
@@ -364,6 +407,7 @@ class Rest(Cluster):
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         obj: dict[str, Any] = self._json(self._path(kind, name, namespace))
+        _hide_managed_fields(obj)
         return obj
 
     def can_i(self, verb: str, resource: str, namespace: str) -> bool:
