@@ -181,6 +181,151 @@ def health(c: Cluster) -> list[dict[str, Any]]:
     return out
 
 
+class Watch(threading.Thread):
+    """`kubectl get KIND --watch -o json`: when each version of each object arrived."""
+
+    def __init__(self, c: Cluster, *args: str) -> None:
+        super().__init__(daemon=True)
+        self.proc = subprocess.Popen(
+            [c.kubectl, f"--kubeconfig={c.kubeconfig}", "get", *args, "--watch", "-o", "json"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.seen: list[tuple[float, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        decoder, buf = json.JSONDecoder(), ""
+        for line in self.proc.stdout:
+            buf += line
+            while buf.strip():
+                try:
+                    obj, end = decoder.raw_decode(buf.lstrip())
+                except json.JSONDecodeError:
+                    break  # the object is not complete yet
+                now = time.monotonic()
+                buf = buf.lstrip()[end:]
+                with self.lock:
+                    self.seen.append((now, obj))
+
+    def first(self, test: Any, since: float = 0.0, timeout: float = 120) -> float:
+        """When an object that passes `test` first arrived (after `since`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for at, obj in self.seen:
+                    if at >= since and test(obj):
+                        return at
+            time.sleep(0.02)
+        raise SystemExit("timed out waiting for a watch event")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+
+
+def workload(name: str, image: str, device_class: str) -> list[dict[str, Any]]:
+    """A ResourceClaimTemplate of one device and a Pod that uses it."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "dev", "exactly": {"deviceClassName": device_class, "count": 1}}]}}},
+    }  # fmt: skip
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": image, "imagePullPolicy": "Never",
+                            "command": ["sleep", "3600"],
+                            "resources": {"claims": [{"name": "dev"}]}}],
+            "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": name}],
+        },
+    }  # fmt: skip
+    return [template, pod]
+
+
+def allocation_to_visible(c: Cluster, image: str, device_class: str, count: int) -> dict[str, Any]:
+    """For Pods created one at a time: from the claim's allocation (the scheduler's
+    write, as a watch sees it) to draview's slice status naming the claim on its device,
+    and from the Pod's deletion to the device shown Available again."""
+    ns = "bench-chart-alloc"
+    c.k("create", "namespace", ns)
+    claims = Watch(c, "resourceclaims", "-n", ns)
+    statuses = Watch(c, "resourceslicestatuses")
+    claims.start()
+    statuses.start()
+    shown, freed = [], []
+    try:
+        for i in range(count):
+            name = f"alloc-{i:02}"
+            t_create = time.monotonic()
+            c.k(
+                "-n",
+                ns,
+                "create",
+                "-f",
+                "-",
+                stdin=json.dumps(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "List",
+                        "items": workload(name, image, device_class),
+                    }
+                ),
+            )
+
+            def allocated(o: dict[str, Any], pod: str = name) -> bool:
+                # The claim the resource claim controller made from the template: the
+                # Pod owns it.
+                owners = [r["name"] for r in o["metadata"].get("ownerReferences") or []]
+                return pod in owners and bool((o.get("status") or {}).get("allocation"))
+
+            t_alloc = claims.first(allocated, since=t_create)
+            claim = next(o for _, o in claims.seen if allocated(o))
+            claim_name = claim["metadata"]["name"]
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+
+            def names_claim(
+                o: dict[str, Any], want: str = claim_name, dev: str = result["device"]
+            ) -> bool:
+                return any(
+                    d["name"] == dev
+                    and any(a["claimName"] == want for a in d.get("allocations") or [])
+                    for d in (o.get("status") or {}).get("devices") or []
+                )
+
+            shown.append(statuses.first(names_claim) - t_alloc)
+            t_delete = time.monotonic()
+            c.k("-n", ns, "delete", "pod", name, "--wait=false")
+
+            def available(
+                o: dict[str, Any], dev: str = result["device"], want: str = claim_name
+            ) -> bool:
+                return any(
+                    d["name"] == dev and d["state"] == "Available"
+                    for d in (o.get("status") or {}).get("devices") or []
+                ) and not names_claim(o, want, dev)
+
+            freed.append(statuses.first(available, since=t_delete) - t_delete)
+    finally:
+        claims.stop()
+        statuses.stop()
+        c.k("delete", "namespace", ns, "--wait=false")
+    shown.sort()
+    freed.sort()
+    return {
+        "pods": count,
+        "allocation_to_status_s": {
+            "p50": round(shown[len(shown) // 2], 3),
+            "max": round(shown[-1], 3),
+        },
+        "pod_deleted_to_available_s": {
+            "p50": round(freed[len(freed) // 2], 3),
+            "max": round(freed[-1], 3),
+        },
+    }
+
+
 def memory_gib() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**30
 
@@ -188,11 +333,12 @@ def memory_gib() -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slices", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=10, help="Pods timed one at a time")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     c = Cluster()
     image = last_line(str(NODE / "image"))
-    last_line(str(NODE / "driver"))
+    device_class = last_line(str(NODE / "driver"))
     env = {**os.environ, "KUBECONFIG": c.kubeconfig}
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -213,6 +359,7 @@ def main() -> int:
     t0 = time.monotonic()
     time.sleep(30)
     result["examples"] = sampler.window(t0)
+    result["allocation"] = allocation_to_visible(c, image, device_class, args.pods)
     t1 = time.monotonic()
     c.k("create", "-f", "-", stdin=many_slices(args.slices))
     result["slices"] = args.slices
