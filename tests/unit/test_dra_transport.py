@@ -217,3 +217,48 @@ def test_a_pool_is_selected_on_statuses_and_what_cannot_be_selected_is_not_narro
     assert Scope(driver="a,b").status_queries() == [Query()]
     assert Scope(node="a=b").slice_queries() == [Query()]
     assert Scope().status_queries() == [Query()]
+
+
+def _claim_for(*classes: str, selectors: tuple[str, ...] = ()) -> Any:
+    from draview.api.claims import ResourceClaim
+
+    requests = [
+        {
+            "name": f"r{i}",
+            "exactly": {
+                "deviceClassName": c,
+                "selectors": [{"cel": {"expression": e}} for e in selectors],
+            },
+        }
+        for i, c in enumerate(classes)
+    ]
+    return ResourceClaim.from_object(
+        {"metadata": {"name": "c", "namespace": "n"}, "spec": {"devices": {"requests": requests}}}
+    )
+
+
+def test_the_drivers_a_claim_can_reach() -> None:
+    from draview.api.taints import DeviceClass
+    from draview.cli.dra.scope import claim_drivers
+
+    def cls(name: str, *exprs: str) -> DeviceClass:
+        return DeviceClass(name=name, selectors=exprs)
+
+    classes = {
+        "gpu": cls("gpu", "device.driver == 'gpu.example.com'", "device.attributes['x'].y"),
+        "nic": cls("nic", ' "nic.example.com"==device.driver '),
+        "any": cls("any", "device.driver.startsWith('gpu')"),
+        "open": cls("open"),
+    }
+    assert claim_drivers(_claim_for("gpu", "nic"), classes) == {
+        "gpu.example.com",
+        "nic.example.com",
+    }
+    # A request that may match any driver, or a class that is not there: no narrowing.
+    assert claim_drivers(_claim_for("gpu", "any"), classes) is None
+    assert claim_drivers(_claim_for("missing"), classes) is None
+    # The request's own selector may name the driver.
+    assert claim_drivers(
+        _claim_for("open", selectors=('device.driver == "fpga.example.com"',)), classes
+    ) == {"fpga.example.com"}
+    assert claim_drivers(_claim_for("open", selectors=("device.driver != 'x'",)), classes) is None

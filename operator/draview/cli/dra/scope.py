@@ -10,13 +10,21 @@ same whichever way it was read. What a selector cannot express (a label value lo
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from draview.api.claims import ResourceClaim
+from draview.api.taints import DeviceClass
 from draview.cli.dra.cluster import Query
 from draview.engine.objects import LABEL_NODE
 
 # Field selector values are compared as they are; these would end or split the selector.
 _FIELD_UNSAFE = re.compile(r"[,=!\\]")
+# A selector that is exactly `device.driver == "X"` (either way round, either quote).
+_DRIVER_IS = re.compile(
+    r"""^\s*(?:device\.driver\s*==\s*(?P<q>["'])(?P<a>[^"'\\]*)(?P=q)"""
+    r"""|(?P<r>["'])(?P<b>[^"'\\]*)(?P=r)\s*==\s*device\.driver)\s*$"""
+)
 
 
 @dataclass(frozen=True)
@@ -62,3 +70,30 @@ class Scope:
 
 
 WHOLE = Scope()
+
+
+def _driver_of(selectors: tuple[str, ...]) -> str | None:
+    for expression in selectors:
+        found = _DRIVER_IS.match(expression)
+        if found:
+            return found.group("a") if found.group("a") is not None else found.group("b")
+    return None
+
+
+def claim_drivers(claim: ResourceClaim, classes: Mapping[str, DeviceClass]) -> set[str] | None:
+    """The drivers whose devices a claim's requests can match, when every request (each
+    firstAvailable subrequest too) has a selector, of its DeviceClass or its own, that is
+    exactly `device.driver == "X"`: selectors are ANDed, so no other driver's device can
+    match it, and its answer does not depend on other drivers' pools. None when some
+    request could match any driver (or names a class that does not exist)."""
+    drivers: set[str] = set()
+    for request in claim.requests:
+        for choice in request.choices:
+            cls = classes.get(choice.device_class_name)
+            if cls is None:
+                return None
+            driver = _driver_of(cls.selectors) or _driver_of(choice.selectors)
+            if driver is None:
+                return None
+            drivers.add(driver)
+    return drivers or None

@@ -21,6 +21,7 @@ from draview.api.claims import READ_ERRORS, ResourceClaim
 from draview.api.common import error_text
 from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
+from draview.api.taints import DeviceClass
 from draview.api.world import World, build_world
 from draview.cli.dra.allocations import CLAIMS, OPERATOR, claims_from_statuses
 from draview.cli.dra.cluster import (
@@ -36,7 +37,7 @@ from draview.cli.dra.common import CliError, UsageError, parse_duration
 from draview.cli.dra.kubeconfig import load as load_kubeconfig
 from draview.cli.dra.kubectl import Kubectl
 from draview.cli.dra.rest import Rest
-from draview.cli.dra.scope import WHOLE, Scope
+from draview.cli.dra.scope import WHOLE, Scope, claim_drivers
 from draview.cli.inputs import InputError, read_sources
 from draview.cli.limits import limits_from_args
 from draview.cli.profile_flags import given, profile_from_args
@@ -356,6 +357,12 @@ class Source(Objects):
         held = {(r.driver, r.pool) for r in claim.results}
         nodes = allocation_nodes(raw)
         slices = None
+        if not held and not self.offline and not self.live:
+            classes = {c.name: c for c in self.class_models()}
+            drivers = claim_drivers(claim, classes)
+            if drivers is not None:
+                # Every request selects one driver's devices: only those pools matter.
+                return self.judged_world(raw, None, drivers=drivers)
         if held and nodes:
             # A slice's pool is no selectable field, but the allocation says which node
             # it is for: that node's slices of each driver, and those that name no node.
@@ -372,6 +379,7 @@ class Source(Objects):
         claim: dict[str, Any] | None = None,
         held: set[tuple[str, str]] | None = None,
         slice_queries: list[Query] | None = None,
+        drivers: set[str] | None = None,
     ) -> tuple[World, list[PoolResult], str]:
         """The world and its results for `why` and `fit`, and where the allocations came
         from: the operator's slice statuses when it publishes them (one object a slice,
@@ -381,6 +389,7 @@ class Source(Objects):
         if self.offline or self.live or self.cluster is None:
             return self.world(), self.results(), CLAIMS
         scopes = list(dict.fromkeys(Scope(d, p) for d, p in sorted(held or ())))
+        scopes += [Scope(driver=d) for d in sorted(drivers or ())]
         claims = None
         origin = CLAIMS
         if self.operator_publishes():
@@ -390,13 +399,16 @@ class Source(Objects):
                 origin = OPERATOR
         slices = slice_queries or [q for sc in scopes for q in sc.slice_queries()] or [EVERYTHING]
         slices = list(dict.fromkeys(slices))
-        if claims is None and held is None:
+        if claims is None and held is None and drivers is None:
             world = self.world()  # every slice and every claim: the world as a whole
             return world, self.results(), origin
         world = self._build_world(slices, claims)
         if held is not None:
             world.slices = [s for s in world.slices if s.pool_key in held]
             world.problems = [p for p in world.problems if p.pool is None or p.pool in held]
+        if drivers is not None:
+            world.slices = [s for s in world.slices if s.driver in drivers]
+            world.problems = [p for p in world.problems if p.pool is None or p.pool[0] in drivers]
         return world, compute_world(world, EngineOptions(profile=self.profile())), origin
 
     def results(self) -> list[PoolResult]:
@@ -435,6 +447,16 @@ class Source(Objects):
         pools = [o for o in objs if o["kind"] == POOL_STATUS_KIND]
         slices = [o for o in objs if o["kind"] == SLICE_STATUS_KIND]
         return Statuses("computed", lambda: pools, lambda: slices)
+
+    def class_models(self) -> list[DeviceClass]:
+        """The DeviceClasses, read (they are few) whether or not the world is built."""
+        out = []
+        for obj in self.objects("DeviceClass"):
+            try:
+                out.append(DeviceClass.from_object(obj))
+            except READ_ERRORS:
+                continue  # build_world reports it where the class is used
+        return out
 
     def slice_model(self, name: str) -> ResourceSlice:
         """One ResourceSlice by name, normalised; CliError (one line) when unreadable."""
