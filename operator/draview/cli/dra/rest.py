@@ -267,25 +267,9 @@ class Rest(Cluster):
                         f"the API server {self.creds.server} closed the connection"
                     ) from None
                 continue
-            except TimeoutError:
-                self._drop()
-                raise CliError(
-                    f"{method} {path} to the API server {self.creds.server} timed out after "
-                    f"{self.timeout:g} s (--request-timeout)"
-                ) from None
-            except ssl.SSLCertVerificationError as exc:
-                self._drop()
-                raise CliError(
-                    f"TLS to the API server {self.creds.server} failed ({exc.verify_message}); "
-                    f"check the certificate authority of {self.creds.origin}"
-                ) from None
             except (OSError, http.client.HTTPException) as exc:
                 self._drop()
-                reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-                raise CliError(
-                    f"cannot reach the API server {self.creds.server} named by "
-                    f"{self.creds.origin} ({reason})"
-                ) from None
+                raise self._failure(method, path, exc) from None
             if resp.getheader("Content-Encoding") == "gzip":
                 data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
             if resp.status == 401:
@@ -295,6 +279,20 @@ class Rest(Cluster):
                 )
             return resp.status, data
         raise AssertionError("unreachable")
+
+    def _failure(self, method: str, path: str, exc: Exception) -> CliError:
+        """What went wrong on the way to the API server, in one line."""
+        server, origin = self.creds.server, self.creds.origin
+        if isinstance(exc, TimeoutError):
+            limit = f" after {self.timeout:g} s (--request-timeout)" if self.timeout else ""
+            return CliError(f"{method} {path} to the API server {server} timed out{limit}")
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return CliError(
+                f"TLS to the API server {server} failed ({exc.verify_message}); "
+                f"check the certificate authority of {origin}"
+            )
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return CliError(f"cannot reach the API server {server} named by {origin} ({reason})")
 
     def _json(self, path: str, params: dict[str, Any] | None = None) -> Any:
         status, data = self.request("GET", path, params)
