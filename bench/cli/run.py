@@ -173,7 +173,7 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
     pending_claim(kubectl, env)
-    dra = [sys.executable, "-m", "draview.cli.kubectl_dra"]
+    dra = [sys.executable, "-m", "draview.cli.dra.main"]
     rows = []
     start = timed([*dra, "version", "--client"], env, args.repeat)
     log(f"plugin start-up: {start['seconds']} s")

@@ -57,7 +57,7 @@ def dra(
         [
             sys.executable,
             "-m",
-            "draview.cli.kubectl_dra",
+            "draview.cli.dra.main",
             "--kubeconfig",
             kubeconfig or cluster.kubeconfig,
             *args,

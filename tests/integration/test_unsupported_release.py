@@ -61,7 +61,7 @@ def test_kubectl_dra_refuses_in_one_line(old_cluster: KubeCluster, through_kubec
         [
             sys.executable,
             "-m",
-            "draview.cli.kubectl_dra",
+            "draview.cli.dra.main",
             "--kubeconfig",
             old_cluster.kubeconfig,
             *via,

@@ -185,7 +185,7 @@ def kubectl_dra(k: KubeCluster, *args: str) -> subprocess.CompletedProcess[str]:
     credentials (no kubectl needed)."""
     env = {key: v for key, v in os.environ.items() if key != "DRAVIEW_KUBECTL"}
     return subprocess.run(
-        [sys.executable, "-m", "draview.cli.kubectl_dra", "--kubeconfig", k.kubeconfig, *args],
+        [sys.executable, "-m", "draview.cli.dra.main", "--kubeconfig", k.kubeconfig, *args],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
 

@@ -16,7 +16,7 @@ from builders import DRIVER, claim, device, result, rslice
 
 import draview
 from draview.api.world import build_world
-from draview.cli import kubectl_dra
+from draview.cli.dra import main as kubectl_dra
 from draview.cli.inputs import InputError, read_sources
 from draview.cli.main import main as draview_main
 from draview.controller.core import Controller, Settings
@@ -102,7 +102,7 @@ def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
         env={"PYTHONPATH": OPERATOR, "PATH": "/usr/bin:/bin"},
     )
     one_line_exit_2(proc, "bomb.yaml", "aliases")
-    proc = process("get", "pools", "-f", str(path), module="draview.cli.kubectl_dra")
+    proc = process("get", "pools", "-f", str(path), module="draview.cli.dra.main")
     assert proc.returncode == 1 and b"aliases" in proc.stderr and b"Traceback" not in proc.stderr
 
 

@@ -62,7 +62,7 @@ def test_table(dump: Path) -> None:
     proc = analyze(str(dump), "-o", "wide")
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
-    # The same columns as `kubectl dra get pools|slices|devices -o wide` (cli/views.py).
+    # The same columns as `kubectl dra get pools|slices|devices -o wide` (cli/status_tables.py).
     assert lines[0].split()[:4] == ["DRIVER", "POOL", "NODE", "TOTAL"]
     assert any(line.split()[3:5] == ["gpu-0", "Allocated"] for line in lines)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from draview.cli import kubectl_dra
+from draview.cli.dra import main as kubectl_dra
 from draview.cli.main import main
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "gpus.yaml")

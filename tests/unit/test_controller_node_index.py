@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from draview.api.nodes import NodeInfo
+from draview.api.node_info import NodeInfo
 from draview.api.slices import ResourceSlice
 from draview.controller.node_index import NO_NODES, NodeIndex, reach_of, reads_node_status
 from draview.engine.model import EngineOptions

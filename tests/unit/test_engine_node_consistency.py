@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from draview.api.nodes import NodeInfo
+from draview.api.node_info import NodeInfo
 from draview.api.slices import ResourceSlice
-from draview.engine.nodeviews import node_views_condition
+from draview.engine.consistency import node_views_condition
 from draview.engine.pool import prepare_pool
 
 RACK = "topology.example.com/rack"

@@ -177,7 +177,7 @@ def test_partition_with_a_several_term_selector_is_first_fit() -> None:
 
 
 def test_views_of_one_pool_trust_counts_order_by_order() -> None:
-    from draview.engine.views import first_choices
+    from draview.engine.node_views import first_choices
 
     # Two nodes that gather the same two slices always meet the same one first.
     same = ((0, 0), (1, 1))

@@ -1,7 +1,7 @@
 from builders import device, rslice
 
 from draview.api.slices import ResourceSlice
-from draview.engine.nodes import device_reaches, slice_may_reach
+from draview.engine.node_match import device_reaches, slice_may_reach
 
 LABELS = {"kubernetes.io/hostname": "node-a", "rack": "r1", "gpus": "8"}
 

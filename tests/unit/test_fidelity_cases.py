@@ -20,7 +20,7 @@ import pytest
 from tests.fidelity.cases import Case, all_cases
 
 from draview.api.world import build_world
-from draview.cli.kubectl_dra import main as kubectl_dra
+from draview.cli.dra.main import main as kubectl_dra
 from draview.engine.world import compute_world
 
 CASES = all_cases()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from draview.cli.kubectl_dra import main
+from draview.cli.dra.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUS = ROOT / "examples" / "gpus.yaml"

@@ -8,7 +8,7 @@ import pytest
 from builders import counter_pool, device, world
 
 from draview.api.slices import Device
-from draview.cli.kubectl_dra import main
+from draview.cli.dra.main import main
 from draview.engine.fragmentation import fragments
 from draview.quantity import parse_quantity
 

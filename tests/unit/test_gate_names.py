@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from draview.cli import kubectl_dra
+from draview.cli.dra import main as kubectl_dra
 from draview.cli.dra.kubectl import Kubectl
 from draview.cli.dra.source import Source
 from draview.cli.main import main

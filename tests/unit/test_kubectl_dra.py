@@ -13,8 +13,8 @@ import pytest
 import yaml
 from builders import DRIVER, claim, device, result, rslice
 
+from draview.cli.dra.main import main
 from draview.cli.dra.render import bar
-from draview.cli.kubectl_dra import main
 from draview.quantity import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[2]

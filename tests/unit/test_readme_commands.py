@@ -52,7 +52,7 @@ def test_the_command_runs_as_written(page: str, cmd: str) -> None:
     if argv[0] == "draview":
         argv = [sys.executable, "-m", "draview.cli.main", *argv[1:]]
     else:
-        argv = [sys.executable, "-m", "draview.cli.kubectl_dra", *argv[2:]]
+        argv = [sys.executable, "-m", "draview.cli.dra.main", *argv[2:]]
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"{page}: {cmd}\n{out.stderr[-2000:]}"
     assert out.stdout.strip(), f"{page}: {cmd} printed nothing"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from draview.cli import kubectl_dra
+from draview.cli.dra import main as kubectl_dra
 from draview.cli.main import main
 from draview.cli.version import dependencies
 from draview.engine.profile import RELEASES

@@ -12,7 +12,7 @@ from draview.api.claims import READ_ERRORS, ResourceClaim
 from draview.api.common import clip, error_text, text_of
 from draview.api.fastclaim import read_claim
 from draview.api.fastslice import Interner, slice_from_object
-from draview.api.nodes import NodeInfo
+from draview.api.node_info import NodeInfo
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass, DeviceTaintRule
 

@@ -12,7 +12,7 @@ from draview.cli.inputs import InputError, iter_sources
 from draview.cli.limits import add_limit_flags, limits_from_args
 from draview.cli.output import as_list, write
 from draview.cli.profile_flags import add_profile_flags, profile_from_args
-from draview.cli.views import (
+from draview.cli.status_tables import (
     counters_table,
     devices_table,
     partitions_table,

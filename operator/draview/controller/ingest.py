@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from draview.api.fastclaim import read_claim
 from draview.api.fastslice import Interner, slice_from_object
-from draview.api.nodes import NodeInfo
+from draview.api.node_info import NodeInfo
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.api.world import ObjectProblem, object_name, pool_of, short_error
 from draview.controller import metrics

@@ -6,7 +6,7 @@ allocator needs only its name and labels, so asking for PartialObjectMetadata ma
 API server send just the metadata, for lists and for watch events alike. The one
 exception: with DRAOptionalNodeOperations on, 1.37's scheduler reads each node's
 `status.declaredFeatures`, which metadata leaves out; then whole objects are read (and
-all but the labels and declared features dropped on arrival, api/nodes.py).
+all but the labels and declared features dropped on arrival, api/node_info.py).
 
 `CoreMetadata` answers `list_cluster_custom_object` like kubernetes_asyncio's
 CustomObjectsApi, so the same paged list and resumable watch code serves it.

@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from draview.api.common import NodeSelector
-from draview.api.nodes import NodeGroups, NodeInfo, assumed_nodes
+from draview.api.node_info import NodeGroups, NodeInfo, assumed_nodes
 from draview.api.slices import ResourceSlice
 from draview.engine.model import PoolKey
-from draview.engine.nodes import selector_matches
+from draview.engine.node_match import selector_matches
 from draview.engine.profile import Profile
 from draview.engine.rules import rules_for
 

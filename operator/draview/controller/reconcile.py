@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from draview.api.nodes import AssumedNodes, NodeInfo, assumed_nodes
+from draview.api.node_info import AssumedNodes, NodeInfo, assumed_nodes
 from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_PLURAL, Condition, PoolStatusBody
 from draview.api.taints import DeviceTaintRule

@@ -28,8 +28,8 @@ from draview.engine.attributes import attribute
 from draview.engine.conditions import condition
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import PoolKey
+from draview.engine.node_views import View
 from draview.engine.partitions import PartitionInput
-from draview.engine.views import View
 
 # The device's pool may come after an invalid pool: some attempts abort.
 MAY_ABORT = "InvalidPoolMayAbort"

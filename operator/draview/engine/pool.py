@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 
-from draview.api.nodes import NodeInfo
+from draview.api.node_info import NodeInfo
 from draview.api.slices import Device, ResourceSlice
 from draview.api.status import (
     Allocation,
@@ -40,10 +40,11 @@ from draview.engine.aborts import (
 from draview.engine.capacity import shared_capacity
 from draview.engine.composite import CompositeGraph
 from draview.engine.conditions import pool_conditions
+from draview.engine.consistency import Summary as NodeViews
+from draview.engine.consistency import as_condition, summarize, unreachable_devices
 from draview.engine.flatten import FlatSlice, flatten_slice
 from draview.engine.model import AllocRef, EngineOptions, PoolKey, ValidationErrors
-from draview.engine.nodeviews import Summary as NodeViews
-from draview.engine.nodeviews import as_condition, summarize, unreachable_devices
+from draview.engine.node_views import Outcome, Parser, View, build_views, bystander
 from draview.engine.partitions import PartitionInput, first_fit_per_slice, partitions
 from draview.engine.pools import PoolSlices, gather_pool
 from draview.engine.rules import DEFAULT_RULES, Rules, project, rules_for
@@ -51,7 +52,6 @@ from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
 from draview.engine.verdict import AllocatedState, counters_left, judge
-from draview.engine.views import Outcome, Parser, View, build_views, bystander
 from draview.quantity import Format, Quantity, format_nanos
 
 _sort_key = attrgetter("sort_key")
@@ -401,7 +401,7 @@ def compute_pool(
 ) -> PoolResult:
     """Everything draview reports about one pool. `previous` keeps condition times;
     `prepared` (from an earlier result of the same slices) skips the slice-only work;
-    `nodes` are the cluster's nodes (None: unknown, see engine/views.py); `aborts`: the
+    `nodes` are the cluster's nodes (None: unknown, see engine/node_views.py); `aborts`: the
     nodes that gather an invalid pool, which 1.34's scheduler aborts on (aborts.py)."""
     opts = options or EngineOptions()
     profile_rules = rules_for(opts.profile)

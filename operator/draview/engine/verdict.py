@@ -16,9 +16,9 @@ from draview.engine.capacity import capacity_fits, probe_requests, request_fits
 from draview.engine.compat import Intersection, admit, baseline, uses_of
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import AllocRef
+from draview.engine.node_views import View, first_choices
 from draview.engine.rules import REFERENCE, Rules
 from draview.engine.validate import CounterKey, ParsedPool
-from draview.engine.views import View, first_choices
 from draview.quantity import Quantity, try_parse_quantity
 
 # Reasons a node view refuses a device, most specific last: across nodes, draview

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from draview.api.nodes import NodeGroups, NodeInfo, assumed_nodes
+from draview.api.node_info import NodeGroups, NodeInfo, assumed_nodes
 from draview.api.world import World
 from draview.engine.aborts import NO_ABORTS, Aborts, find_aborts
 from draview.engine.allocations import index_allocations

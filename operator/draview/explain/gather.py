@@ -15,11 +15,11 @@ from draview.api.taints import DeviceTaintRule
 from draview.engine.aborts import binding_view
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import PoolKey
+from draview.engine.node_views import Outcome, View, first_choices
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState
-from draview.engine.views import Outcome, View, first_choices
 from draview.quantity import Quantity
 
 

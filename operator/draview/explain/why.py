@@ -10,7 +10,7 @@ from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.aborts import ABORTS, MAY_ABORT
-from draview.engine.nodes import device_reaches
+from draview.engine.node_match import device_reaches
 from draview.engine.pool import PoolResult
 from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
 from draview.explain.checks import capacity_problem, taint_text, untolerated

@@ -18,7 +18,7 @@ from draview.cli.dra.scope import Scope
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import dump
 from draview.engine.fragmentation import fragments
-from draview.engine.nodes import device_reaches, slice_may_reach
+from draview.engine.node_match import device_reaches, slice_may_reach
 
 KINDS = {
     "resourceslice": "resourceslice",

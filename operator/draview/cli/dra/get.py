@@ -12,8 +12,7 @@ from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.scope import Scope
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import as_list, dump
-from draview.cli.tables import render_table
-from draview.cli.views import (
+from draview.cli.status_tables import (
     DEVICE_HEAD,
     DEVICE_WIDE,
     POOL_HEAD,
@@ -24,7 +23,8 @@ from draview.cli.views import (
     pool_row,
     slice_row,
 )
-from draview.engine.nodes import device_reaches, slice_may_reach
+from draview.cli.tables import render_table
+from draview.engine.node_match import device_reaches, slice_may_reach
 
 KINDS = {
     "pools": "pools",

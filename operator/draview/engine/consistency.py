@@ -1,6 +1,6 @@
 """Whether every node sees the pool alike: the `ConsistentAcrossNodes` condition.
 
-The allocator judges a pool per node (engine/views.py). Usually every node that reaches
+The allocator judges a pool per node (engine/node_views.py). Usually every node that reaches
 a pool sees the same generation, complete and valid. When they differ (a driver rolled
 out a new generation to some nodes only, a selector that leaves some nodes on the old
 slices), which devices are usable depends on where the pod lands: a person needs to know
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from draview.api.status import Condition
 from draview.engine.conditions import condition
 from draview.engine.flatten import FlatSlice
-from draview.engine.views import View
+from draview.engine.node_views import View
 
 CONDITION = "ConsistentAcrossNodes"
 SHOWN_NODES = 3

@@ -20,10 +20,10 @@ from itertools import islice, permutations
 from typing import Literal
 
 from draview.api.common import NodeSelector
-from draview.api.nodes import AssumedNodes, NodeGroups, NodeInfo
+from draview.api.node_info import AssumedNodes, NodeGroups, NodeInfo
 from draview.api.slices import any_binding_conditions
 from draview.engine.flatten import FlatSlice
-from draview.engine.nodes import node_matches
+from draview.engine.node_match import node_matches
 from draview.engine.rules import REFERENCE, Rules
 from draview.engine.validate import ParsedPool, parse_pool
 
