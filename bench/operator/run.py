@@ -14,7 +14,7 @@ Phases:
    ResourceSliceStatuses (started before the churn) timestamps when the device's state
    flips. Latency percentiles and writes per change.
 
-    eval "$(e2e/cluster/up)"; kubectl apply -k deploy/crds
+    eval "$(e2e/cluster/up)"
     python bench/operator/run.py --slices 1000 --claims 10000 --json bench/out/op-1k.json
 
 Each device changes at most once during the churn (freed devices are not reused, new
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -278,6 +279,30 @@ async def create_world(k: Kube, w: World) -> dict[str, float]:
         "claims_seconds": round(t_claims, 1),
         "writes_per_second": round(writes / (time.monotonic() - t0), 1),
     }
+
+
+async def ensure_crds(k: Kube) -> None:
+    """Install draview's CRDs (deploy/crds) when the control plane has none yet: a fresh
+    `e2e/cluster/up` serves no draview.io kinds."""
+    ext = client.ApiextensionsV1Api(k.api)
+    for f in sorted((ROOT / "deploy" / "crds").glob("draview.io_*.yaml")):
+        crd = yaml.safe_load(f.read_text())
+        try:
+            await ext.read_custom_resource_definition(crd["metadata"]["name"])
+            continue
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        log(f"installing CRD {crd['metadata']['name']}")
+        await ext.create_custom_resource_definition(crd)
+    for f in sorted((ROOT / "deploy" / "crds").glob("draview.io_*.yaml")):
+        name = yaml.safe_load(f.read_text())["metadata"]["name"]
+        for _ in range(120):
+            got = await ext.read_custom_resource_definition(name)
+            conds = {c.type: c.status for c in (got.status.conditions or [])}
+            if conds.get("Established") == "True":
+                break
+            await asyncio.sleep(0.5)
 
 
 async def delete_status_objects(k: Kube) -> None:
@@ -1021,6 +1046,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     cfg.connection_pool_maxsize = max(args.concurrency + 8, 32)
     api = client.ApiClient(cfg)
     k = Kube(api, args.concurrency)
+    await ensure_crds(k)
     per_slice = args.devices_per_slice or max(8, math.ceil(1.2 * args.claims / args.slices))
     w = World(args.slices, args.claims, per_slice)
     if args.claims > w.slices * w.per_slice:

@@ -92,6 +92,7 @@ def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
 
 # Attribute kinds whose conversion cannot fail.
 _ALWAYS = frozenset({"string", "bool", "int"})
+_PLAIN: dict[str, type] = {"string": str, "bool": bool, "int": int}
 
 
 def check_attributes(inp: DeviceInput) -> None:
@@ -99,6 +100,10 @@ def check_attributes(inp: DeviceInput) -> None:
     cannot hold), without building the values: for a selector that reads nothing but
     `device.driver`, which fails on such a device all the same."""
     for name, raw in inp.device.attributes.items():
+        if type(raw) is dict and len(raw) == 1:
+            ((kind, value),) = raw.items()
+            if _PLAIN.get(kind) is type(value):
+                continue  # a string, int or bool converts: most attributes, every device
         kind, value = typed(raw)
         if kind not in _ALWAYS:
             problem = _problem(

@@ -7,12 +7,14 @@ that sees the same pool again evaluates nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import celpy
+import celpy.celparser
 import lark
 from celpy import celtypes
 from celpy.evaluation import CELEvalError, Evaluator
@@ -31,6 +33,32 @@ from draview.cel.device import (
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
 from draview.cel.values import CelValueError
+
+# Where cel-python's CEL parser is cached (set_parser_cache); None: built in memory.
+_parser_cache: str | None = None
+
+
+def set_parser_cache(path: str | None) -> None:
+    """Build cel-python's CEL parser, when first needed, from a cache file of Lark's
+    grammar analysis, made on first use: building the LALR tables costs about a fifth of
+    a second, which a short-lived command pays at every start. The file holds the
+    analysis of this very grammar and these options (Lark checks a digest of both) and is
+    read with pickle: keep it where only its owner writes. A cache that cannot be read
+    or written is skipped: Lark then builds the parser as usual."""
+    global _parser_cache
+    _parser_cache = path
+
+
+def _build_parser() -> None:
+    parser = celpy.celparser
+    if _parser_cache is None or parser.CELParser.CEL_PARSER is not None:
+        return
+    build = parser.Lark  # type: ignore[attr-defined]
+    parser.Lark = functools.partial(build, cache=_parser_cache)  # type: ignore[attr-defined,assignment]
+    try:
+        parser.CELParser()
+    finally:
+        parser.Lark = build  # type: ignore[attr-defined]
 
 
 class CelCompileError(ValueError):
@@ -140,6 +168,7 @@ class CelEngine:
     """Compiles once per expression, evaluates once per (expression, device key)."""
 
     def __init__(self, max_results: int = 200_000) -> None:
+        _build_parser()
         self._env = celpy.Environment(runner_class=_Runner)
         self._programs: dict[str, tuple[celpy.Runner, frozenset[str]] | CelCompileError] = {}
         self._driver_only: dict[str, bool] = {}

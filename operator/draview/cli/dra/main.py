@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 
+from draview.cel.env import set_parser_cache
 from draview.cli.dra import describe, fit, flatten, get, version, why
 from draview.cli.dra.common import (
     EXIT_ERROR,
@@ -48,12 +50,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cel_parser_cache() -> None:
+    """The CEL parser, where a command needs one, from the user's cache directory
+    (kubectl keeps its discovery cache under the home directory likewise)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.path.join(base, "draview")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError:
+        return
+    name = f"cel-parser-py{sys.version_info[0]}{sys.version_info[1]}.lark"
+    set_parser_cache(os.path.join(directory, name))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # One command, then exit: what it reads and judges lives until the end anyway, and the
     # collector's passes over tens of thousands of fresh objects (a large cluster's slices
     # and claims) cost more than the judgement itself (bench/engine: gc on vs off).
     gc.disable()
     parser = build_parser()
+    _cel_parser_cache()
     try:
         args = fill_defaults(parser.parse_args(argv))
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)

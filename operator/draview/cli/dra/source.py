@@ -216,6 +216,15 @@ class Objects:
                 seen.setdefault((meta.get("namespace"), str(meta.get("name"))), o)
         return list(seen.values())
 
+    def prefetch_selected(self, *wanted: tuple[str, list[Query]]) -> None:
+        """Read several selections at once, each on its own connection: the API server
+        encodes one while this process decodes another (a pending claim's `why` reads
+        every slice and every slice status of a driver)."""
+        if self.dump is not None or len(wanted) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+            list(pool.map(lambda kq: self.selected(*kq), wanted))
+
     def prefetch(self, *kinds: str) -> None:
         """List several kinds at once: each list is a round trip (a process with kubectl)."""
         todo = [k for k in kinds if k not in self._cache]
@@ -390,15 +399,17 @@ class Source(Objects):
             return self.world(), self.results(), CLAIMS
         scopes = list(dict.fromkeys(Scope(d, p) for d, p in sorted(held or ())))
         scopes += [Scope(driver=d) for d in sorted(drivers or ())]
+        slices = slice_queries or [q for sc in scopes for q in sc.slice_queries()] or [EVERYTHING]
+        slices = list(dict.fromkeys(slices))
         claims = None
         origin = CLAIMS
         if self.operator_publishes():
             queries = [q for sc in scopes for q in sc.status_queries()] or [EVERYTHING]
+            self.profile()  # refused before any list is made, as in _build_world
+            self.prefetch_selected((SLICE_STATUS_KIND, queries), ("ResourceSlice", slices))
             claims = claims_from_statuses(self.selected(SLICE_STATUS_KIND, queries), claim)
             if claims is not None:
                 origin = OPERATOR
-        slices = slice_queries or [q for sc in scopes for q in sc.slice_queries()] or [EVERYTHING]
-        slices = list(dict.fromkeys(slices))
         if claims is None and held is None and drivers is None:
             world = self.world()  # every slice and every claim: the world as a whole
             return world, self.results(), origin
