@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from builders import counter_pool, device, world
+from builders import claim, counter_pool, device, result, rslice, world
+from engine_helpers import pool
 
 from draview.api.slices import Device
 from draview.cli.dra.main import main
-from draview.engine.fragmentation import fragments
+from draview.engine.fragmentation import capacity_fragments, fragments
+from draview.engine.profile import all_gates_on
 from draview.quantity import parse_quantity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -77,8 +82,98 @@ def test_describe_says_it_for_the_mig_example(capsys: pytest.CaptureFixture[str]
             "json",
         ]
     )
-    import json
-
     doc = json.loads(capsys.readouterr().out)
     memory = next(f for f in doc["fragmentation"] if f["counter"] == "memory")
     assert memory["unusable"] == "6272Mi" and memory["largestDevice"] == "gpu-0-mig-1g-10gb-6-7"
+
+
+def _pool_fragmentation(example: str, *flags: str) -> list[dict[str, str]]:
+    """The `fragmentation` of the example's pools' ResourcePoolStatus, as analyze writes it."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "draview.cli.main",
+            "analyze",
+            str(EXAMPLES / example),
+            *flags,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    items = json.loads(out.stdout)["items"]
+    return [
+        f
+        for o in items
+        if o["kind"] == "ResourcePoolStatus"
+        for f in o["status"].get("fragmentation", [])
+    ]
+
+
+def test_the_pool_status_carries_what_describe_says() -> None:
+    memory = next(f for f in _pool_fragmentation("mig-a100.yaml") if f.get("counter") == "memory")
+    assert memory == {
+        "counterSet": "gpu-0-counter-set",
+        "counter": "memory",
+        "available": "16128Mi",
+        "largest": "9856Mi",
+        "largestDevice": "gpu-0-mig-1g-10gb-6-7",
+        "unusable": "6272Mi",
+    }
+
+
+def test_1_34_names_a_slice_s_own_counter_set() -> None:
+    # 1.34 reads counter sets per slice (a slice holds its devices and their sets): the
+    # pool status names them "slice/set", and the largest allocatable partition is found
+    # in the slice's own set.
+    devices = [
+        device("small", counters={"gpu-0": {"memory": "8Gi"}}),
+        device("big", counters={"gpu-0": {"memory": "20Gi"}}),
+    ]
+    one = rslice("gpus", devices, counter_sets={"gpu-0": {"memory": "40Gi"}})
+    taken = claim("c", result("big"))
+    r = pool(one, taken, profile=all_gates_on("1.34"))
+    (memory,) = r.status["fragmentation"]
+    assert memory == {
+        "counterSet": "gpus/gpu-0",
+        "counter": "memory",
+        "available": "20Gi",
+        "largest": "8Gi",
+        "largestDevice": "small",
+        "unusable": "12Gi",
+    }
+
+
+def test_shareable_devices_left_capacity_no_single_share_can_use() -> None:
+    (bandwidth,) = [f for f in _pool_fragmentation("shareable-nic.yaml") if "capacity" in f]
+    assert bandwidth == {
+        "capacity": "bandwidth",
+        "available": "175G",
+        "largest": "100G",
+        "largestDevice": "nic-0",
+        "unusable": "75G",
+    }
+
+
+def test_capacity_left_on_one_device_only_is_no_fragmentation() -> None:
+    one = [{"name": "nic-0", "state": "Available", "availableCapacity": {"bandwidth": "10G"}}]
+    taken = [{"name": "nic-1", "state": "Allocated", "availableCapacity": {"bandwidth": "5G"}}]
+    assert capacity_fragments(one + taken) == []
+    (f,) = capacity_fragments(
+        [
+            *one,
+            {
+                "name": "nic-2",
+                "state": "PartiallyAllocated",
+                "availableCapacity": {"bandwidth": "10G"},
+            },
+        ]
+    )
+    assert (f.available, f.largest, f.device) == (
+        parse_quantity("20G"),
+        parse_quantity("10G"),
+        "nic-0",  # a tie goes to the first name
+    )

@@ -99,6 +99,20 @@ class Partition(TypedDict):
     method: Literal["exact", "greedy", "firstFit"]
 
 
+class FragmentStatus(TypedDict):
+    """Free capacity that no single device can use: of a shared counter (`counterSet`,
+    `counter`: the most one allocatable device takes of it), or of the consumable
+    `capacity` of shareable devices (the most left on one device)."""
+
+    counterSet: NotRequired[str]
+    counter: NotRequired[str]
+    capacity: NotRequired[str]
+    available: str
+    largest: NotRequired[str]  # absent: no allocatable device takes any of the counter
+    largestDevice: NotRequired[str]
+    unusable: str
+
+
 class SliceStatusBody(TypedDict):
     observedGeneration: int
     devices: list[DeviceStatus]
@@ -132,6 +146,7 @@ class PoolStatusBody(TypedDict):
     summary: Summary
     counterSets: NotRequired[list[CounterSetStatus]]
     partitions: NotRequired[list[Partition]]
+    fragmentation: NotRequired[list[FragmentStatus]]
     profile: NotRequired[ProfileStatus]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter, itemgetter
 
 from draview.api.node_info import NodeInfo
@@ -20,6 +20,7 @@ from draview.api.status import (
     CounterUsage,
     DeviceState,
     DeviceStatus,
+    FragmentStatus,
     Partition,
     PoolStatusBody,
     PoolStatusBrief,
@@ -43,6 +44,7 @@ from draview.engine.conditions import pool_conditions
 from draview.engine.consistency import Summary as NodeViews
 from draview.engine.consistency import as_condition, summarize, unreachable_devices
 from draview.engine.flatten import FlatSlice, flatten_slice
+from draview.engine.fragmentation import Fragment, capacity_fragments, fragments, status_entries
 from draview.engine.model import AllocRef, EngineOptions, PoolKey, ValidationErrors
 from draview.engine.node_views import Outcome, Parser, View, build_views, bystander
 from draview.engine.partitions import PartitionInput, first_fit_per_slice, partitions
@@ -431,11 +433,52 @@ def compute_pool(
     parts = _partitions(key, ps, slice_results, comp, opts)
     if parts:
         pool_body["partitions"] = parts
+    if comp.sets or comp.has_capacity:
+        frag = _fragmentation(
+            prepared, slice_results, pool_body, comp.has_capacity, comp.parsed.per_slice
+        )
+        if frag:
+            pool_body["fragmentation"] = frag
     named = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
     node_name = named.pop() if len(named) == 1 else None
     return PoolResult(
         key, ps, pool_body, slice_results, node_name, errors, _states(summary), prepared, comp.alloc
     )
+
+
+def _fragmentation(
+    prepared: PreparedPool,
+    slice_results: Sequence[SliceResult],
+    body: PoolStatusBody,
+    has_capacity: bool,
+    per_slice: bool,
+) -> list[FragmentStatus]:
+    """Free counter and shareable capacity that no single device can use (fragmentation.py),
+    over the current slices' devices as judged."""
+    current = slice_results[: len(prepared.current)]
+    counters: list[Fragment] = []
+    sets = body.get("counterSets") or []
+    if sets:
+        pairs: dict[str, list[tuple[Device, str]]] = defaultdict(list)
+        for fs, sr in zip(prepared.flat, current, strict=False):
+            states = {d["name"]: d["state"] for d in sr.status["devices"]}
+            # Per slice (1.34) a device draws from its own slice's sets, named "slice/set"
+            # in the pool body.
+            own = f"{fs.slice.name}/" if per_slice else ""
+            pairs[own].extend((dev, states.get(dev.name, "")) for dev in fs.devices)
+        for own, devices in sorted(pairs.items()):
+            mine = [
+                {**cs, "name": cs["name"][len(own) :]} for cs in sets if cs["name"].startswith(own)
+            ]
+            counters.extend(
+                replace(f, counter_set=own + f.counter_set) for f in fragments(mine, devices)
+            )
+    capacity = (
+        capacity_fragments(d for sr in current for d in sr.status["devices"])
+        if has_capacity
+        else []
+    )
+    return status_entries(counters, capacity)
 
 
 def _judge_slices(
