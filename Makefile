@@ -75,10 +75,12 @@ node:
 node-down:
 	e2e/node/down
 
-# Engine benchmark (bench/engine/README.md): ratios against the JSON decode floor, RSS, one pool.
+# Engine benchmark (bench/engine/README.md): ratios against the JSON decode floor, RSS, one
+# pool; then `fit` of one MIG claim to the maximum on the same world.
 bench: setup
 	$(PYTHON) bench/engine/generate.py
 	$(PYTHON) bench/engine/run.py
+	$(PYTHON) bench/engine/fit.py
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis bench/out

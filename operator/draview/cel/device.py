@@ -68,26 +68,47 @@ def _attribute(name: str, raw: Any, lists: str) -> Any:
     an error for anything it cannot read."""
     kind, value = typed(raw)
     try:
-        if kind in SCALARS:
-            return _scalar(kind, value)
-        if kind in LISTS and lists == LISTS_EXPOSED:
-            element = ELEMENT[kind]
-            return celtypes.ListType([_scalar(element, v) for v in value])
+        if kind in SCALARS or (kind in LISTS and lists == LISTS_EXPOSED):
+            return _value(kind, value)
     except CelValueError as exc:
         raise UnsupportedAttribute(f"attribute {name}: {exc}") from None
     raise UnsupportedAttribute(f"attribute {name}: unsupported attribute value")
 
 
+@lru_cache(maxsize=1 << 16)
+def _value(kind: str, value: Any) -> Any:
+    """One converted value, shared by every device that holds it (CEL values are never
+    changed in place): a fleet's devices repeat most of their attributes."""
+    if kind in SCALARS:
+        return _scalar(kind, value)
+    element = ELEMENT[kind]
+    return celtypes.ListType([_scalar(element, v) for v in value])
+
+
+@lru_cache(maxsize=1 << 14)
+def _cel_key(name: str, driver: str) -> tuple[celtypes.StringType, celtypes.StringType]:
+    domain, ident = split_name(name, driver)
+    return celtypes.StringType(domain), celtypes.StringType(ident)
+
+
+def _cel_map(items: dict[Any, Any]) -> celtypes.MapType:
+    """celtypes.MapType(items) without its per-item Python loop: the keys are CEL
+    strings already."""
+    out = celtypes.MapType()
+    dict.update(out, items)
+    return out
+
+
 def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
-    grouped: dict[str, dict[celtypes.StringType, Any]] = {}
+    grouped: dict[celtypes.StringType, dict[celtypes.StringType, Any]] = {}
     for name, value in items.items():
         if value is None:
             continue
-        domain, ident = split_name(name, driver)
-        grouped.setdefault(domain, {})[celtypes.StringType(ident)] = value
-    return DomainMap(
-        {celtypes.StringType(d): celtypes.MapType(vals) for d, vals in grouped.items()}
-    )
+        domain, ident = _cel_key(name, driver)
+        grouped.setdefault(domain, {})[ident] = value
+    out = DomainMap()
+    dict.update(out, {d: _cel_map(vals) for d, vals in grouped.items()})
+    return out
 
 
 # Attribute kinds whose conversion cannot fail.
@@ -130,24 +151,31 @@ def driver_activation(driver: str) -> celtypes.MapType:
     return celtypes.MapType({celtypes.StringType("driver"): celtypes.StringType(driver)})
 
 
+_DRIVER = celtypes.StringType("driver")
+_ATTRIBUTES = celtypes.StringType("attributes")
+_CAPACITY = celtypes.StringType("capacity")
+_MULTIPLE = celtypes.StringType("allowMultipleAllocations")
+
+
+@lru_cache(maxsize=1 << 12)
+def _quantity(text: str) -> CelQuantity | None:
+    try:
+        return CelQuantity.parse(text)
+    except CelValueError:
+        return None  # the pool is invalid anyway (InvalidQuantity)
+
+
 def device_activation(inp: DeviceInput) -> celtypes.MapType:
     """The `device` variable; raises UnsupportedAttribute for an attribute CEL cannot
     hold (every attribute is converted, whichever the expression reads)."""
     dev = inp.device
     attributes = {name: _attribute(name, raw, inp.lists) for name, raw in dev.attributes.items()}
-    capacity: dict[str, Any] = {}
-    for name, cap in dev.capacity.items():
-        try:
-            capacity[name] = CelQuantity.parse(cap.value)
-        except CelValueError:
-            capacity[name] = None  # the pool is invalid anyway (InvalidQuantity)
-    return celtypes.MapType(
+    capacity = {name: _quantity(cap.value) for name, cap in dev.capacity.items()}
+    return _cel_map(
         {
-            celtypes.StringType("driver"): celtypes.StringType(inp.driver),
-            celtypes.StringType("attributes"): _by_domain(attributes, inp.driver),
-            celtypes.StringType("capacity"): _by_domain(capacity, inp.driver),
-            celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
-                dev.allow_multiple_allocations
-            ),
+            _DRIVER: celtypes.StringType(inp.driver),
+            _ATTRIBUTES: _by_domain(attributes, inp.driver),
+            _CAPACITY: _by_domain(capacity, inp.driver),
+            _MULTIPLE: celtypes.BoolType(dev.allow_multiple_allocations),
         }
     )

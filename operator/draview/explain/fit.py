@@ -48,7 +48,15 @@ from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous,
 from draview.explain.index import DeviceIndex
 from draview.explain.model import ClaimExplanation
 from draview.explain.orders import Chooser, NeedChoice, relevance
-from draview.explain.search import MAX_RESULTS, BudgetExceeded, NodeSearch, Pick, SearchError
+from draview.explain.search import (
+    MAX_RESULTS,
+    ORIGIN,
+    BudgetExceeded,
+    Location,
+    NodeSearch,
+    Pick,
+    SearchError,
+)
 from draview.explain.why import Explainer
 
 # Node searches (one Allocate call on one node each) one question may spend.
@@ -248,6 +256,9 @@ class _Question:
             if first is not merged
             else set()
         )
+        # Where each state's search may begin (_resume_key): see `resumable`.
+        self._starts: dict[tuple[NodeName, int, tuple[Taken, ...]], Location] = {}
+        self.resumable = _resumable(merged, first, rules)
 
     def nodes(self) -> list[NodeName]:
         return self.index.nodes()
@@ -337,7 +348,14 @@ class _Question:
                 self._outcomes[key] = found
                 return found
         if self.rules.pools_sorted:
-            found.append(self._search(merged, pools, None))
+            start = self._starts.get((node, combo, taken), ORIGIN) if self.resumable else ORIGIN
+            outcome, first_at = self._search(merged, pools, None, start)
+            found.append(outcome)
+            if self.resumable and first_at is not None and outcome[0] == "ok":
+                after = tuple(
+                    t for t in sorted((*taken, *outcome[1])) if (t.driver, t.pool) in relevant
+                )
+                self._starts[(node, combo, after)] = first_at
         else:
             rel = relevance(merged.claim, self.classes, pools, self.cel, self.rules)
             rel.hazard = True  # every order: the devices taken depend on it
@@ -345,7 +363,7 @@ class _Question:
             while pending:
                 prefix = pending.pop()
                 try:
-                    outcome = self._search(merged, pools, Chooser(rel, prefix))
+                    outcome, _ = self._search(merged, pools, Chooser(rel, prefix))
                 except NeedChoice as need:
                     pending.extend((*prefix, o) for o in reversed(need.options))
                     continue
@@ -354,7 +372,14 @@ class _Question:
         self._outcomes[key] = found
         return found
 
-    def _search(self, merged: _Merged, pools: list[NodePool], chooser: Chooser | None) -> Outcome:
+    def _search(
+        self,
+        merged: _Merged,
+        pools: list[NodePool],
+        chooser: Chooser | None,
+        start: Location = ORIGIN,
+    ) -> tuple[Outcome, Location | None]:
+        """One Allocate call, and where its first device was found."""
         self.searches += 1
         search = NodeSearch(
             merged.claim,
@@ -366,14 +391,17 @@ class _Question:
             chooser,
             max_results=self.max_results,
             claim_of=merged.claim_of,
+            start=start,
         )
         try:
             answer = search.run()
         except SearchError as exc:
-            return ("error", str(exc))
+            return ("error", str(exc)), None
         except BudgetExceeded:
-            return ("unknown", ())
-        return ("ok", _taken(search.picks)) if answer == "ok" else ("no", ())
+            return ("unknown", ()), None
+        if answer != "ok":
+            return ("no", ()), None
+        return ("ok", _taken(search.picks)), search.first_at
 
     @property
     def spent(self) -> bool:
@@ -396,6 +424,26 @@ class _Reach:
     start_goes: bool = True
     error: str = ""
     firsts: dict[NodeName, list[tuple[Taken, ...]]] = field(default_factory=dict)
+
+
+def _resumable(merged: _Merged, first: _Merged, rules: Rules) -> bool:
+    """Whether a copy's search may begin where the search that placed the copy before it
+    on the same node found its first device.
+
+    The allocator's walk (pools sorted) returns the first solution in walk order. More
+    devices taken only ever remove solutions, so the next copy's solution is no earlier
+    than the last one, and every device the walk passed over for the first slot before
+    it leads to none now: the walk may start there. What it skips met no CEL error then,
+    and meets none now (a device in use is refused before its selectors run). This holds
+    for plain requests, one device choice each (ExactCount), without constraints; a
+    firstAvailable list, allocationMode All, constraints (with the allocator's
+    remembered-attribute quirks) and shared claims are searched from the start."""
+    if first is not merged or not rules.pools_sorted or merged.claim.constraints:
+        return False
+    return all(
+        not r.prioritized and len(r.choices) == 1 and r.choices[0].allocation_mode == "ExactCount"
+        for r in merged.claim.requests
+    )
 
 
 def _merge_state(state: State, taken: tuple[Taken, ...]) -> State:

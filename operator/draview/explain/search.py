@@ -135,12 +135,18 @@ class NodeSearch:
         chooser: Chooser | None = None,
         max_results: int = MAX_RESULTS,
         claim_of: Mapping[str, int] | None = None,
+        start: Location = ORIGIN,
     ) -> None:
         """`chooser`: the walk order where the allocator walks pools in map order;
         `max_results`: how many results the claim may hold (a Pod's claims searched as
         one claim hold that many each: explain/fit.py); `claim_of`: for such a
-        search, which of the Pod's claims each request belongs to."""
+        search, which of the Pod's claims each request belongs to; `start`: where the
+        first request's first device is looked for (explain/fit.py skips what an earlier,
+        less allocated search on the same pools already passed over)."""
         self.claim_of = claim_of or {}
+        self.start = start
+        # Where the first request's first device was found (`run` answered "ok").
+        self.first_at: Location | None = None
         self.max_results = max_results
         self.claim = claim
         self.chooser = chooser
@@ -182,7 +188,7 @@ class NodeSearch:
         if minimum > self.max_results:
             raise SearchError(f"{minimum} devices requested, more than a claim holds")
         try:
-            done = self._one(0, 0, 0, False, ORIGIN)
+            done = self._one(0, 0, 0, False, self.start)
         except _MaxSize:
             done = False
         if not done:
@@ -273,6 +279,8 @@ class NodeSearch:
             undo = self._allocate(data, d, pool, must=False, slot=di)
             if undo is None:
                 continue
+            if ri == 0 and di == 0:
+                self.first_at = loc  # the last one set is the solution's
             nxt: Location = (loc[0], loc[1], loc[2] + 1)
 
             def go(n: Location = nxt) -> bool:
