@@ -459,14 +459,17 @@ def _fragmentation(
     counters: list[Fragment] = []
     sets = body.get("counterSets") or []
     if sets:
+        # Only devices that are still allocatable can take a counter's free capacity.
         pairs: dict[str, list[tuple[Device, str]]] = defaultdict(list)
         for fs, sr in zip(prepared.flat, current, strict=False):
-            states = {d["name"]: d["state"] for d in sr.status["devices"]}
+            free = {d["name"] for d in sr.status["devices"] if d["state"] == "Available"}
             # Per slice (1.34) a device draws from its own slice's sets, named "slice/set"
             # in the pool body.
             own = f"{fs.slice.name}/" if per_slice else ""
-            pairs[own].extend((dev, states.get(dev.name, "")) for dev in fs.devices)
-        for own, devices in sorted(pairs.items()):
+            pairs[own].extend((dev, "Available") for dev in fs.devices if dev.name in free)
+        if not per_slice:
+            counters = fragments(sets, pairs[""])
+        for own, devices in sorted(pairs.items()) if per_slice else ():
             mine = [
                 {**cs, "name": cs["name"][len(own) :]} for cs in sets if cs["name"].startswith(own)
             ]
