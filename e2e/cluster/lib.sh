@@ -18,17 +18,35 @@ controller_manager_port="${DRAVIEW_CLUSTER_CONTROLLER_MANAGER_PORT:-20257}"
 # Components in start order; down stops them in reverse.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
-# pid_alive PID [NAME]: the process exists, is not a zombie and (given NAME) runs NAME,
-# so that a recycled PID is never taken for a component.
+# pid_alive PID [NAME]: the process exists, is not a zombie and (given NAME) runs the
+# binary NAME, so that a recycled PID is never taken for a component. The binary is read
+# from /proc/PID/exe, one readlink, not from a pipeline over its command line.
 pid_alive() {
-    local pid="$1" name="${2:-}" state
+    local pid="$1" name="${2:-}" state exe
     [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
     kill -0 "${pid}" 2>/dev/null || return 1
     state="$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" || return 1
     [[ "${state}" != Z && -n "${state}" ]] || return 1
-    if [[ -n "${name}" ]]; then
-        tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | awk '{print $1}' | grep -q -- "/${name}\$" || return 1
-    fi
+    [[ -n "${name}" ]] || return 0
+    exe="$(readlink "/proc/${pid}/exe" 2>/dev/null)" || return 1
+    exe="${exe% (deleted)}" # a binary rebuilt while it runs
+    [[ "${exe}" == */"${name}" ]]
+}
+
+# own_processes: "NAME PID" for every component still running from this state directory,
+# whatever its pid file says (lost, or a process a failed start left behind): its command
+# line names this directory's files, and its binary is the component's.
+own_processes() {
+    local pid exe c
+    for pid in $(pgrep -f -- "${state_dir}/" 2>/dev/null || true); do
+        exe="$(readlink "/proc/${pid}/exe" 2>/dev/null)" || continue
+        exe="${exe% (deleted)}"
+        for c in "${components[@]}"; do
+            if [[ "${exe}" == */"${c}" ]]; then
+                echo "${c} ${pid}"
+            fi
+        done
+    done
 }
 
 # Is the recorded process for component $1 alive?
