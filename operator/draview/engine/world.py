@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from draview.api.node_info import NodeGroups, NodeInfo, assumed_nodes
@@ -17,8 +17,16 @@ from draview.engine.pools import group_slices
 from draview.engine.rules import rules_for
 
 
-def compute_world(world: World, options: EngineOptions | None = None) -> list[PoolResult]:
-    """Results for every pool, sorted by (driver, pool)."""
+def compute_world(
+    world: World,
+    options: EngineOptions | None = None,
+    earlier: Sequence[PoolResult] = (),
+    changed: Collection[PoolKey] | None = None,
+) -> list[PoolResult]:
+    """Results for every pool, sorted by (driver, pool). `earlier`: results for the same
+    slices and nodes, whose slice-only work each pool reuses; with `changed`, the pools
+    whose allocations may differ from `earlier`'s: every other pool keeps its earlier
+    result as it is (where pools are judged apart, from 1.35)."""
     by_pool = group_slices(world.slices)
     problems: dict[PoolKey, list[str]] = defaultdict(list)
     for p in world.problems:
@@ -40,25 +48,37 @@ def compute_world(world: World, options: EngineOptions | None = None) -> list[Po
             {n.name: n.declared for n in world.nodes if n.declared is not None},
         )
 
+    rules = rules_for((options or EngineOptions()).profile)
+    kept = (
+        {r.key: r for r in earlier}
+        if changed is not None and rules.invalid_pool_is_node_local
+        else {}
+    )
+
     def judged(aborts: Aborts, before: Sequence[PoolResult] = ()) -> list[PoolResult]:
         prepared = {r.key: r.prepared for r in before}
-        return [
-            compute_pool(
-                key,
-                by_pool.get(key, []),
-                allocations.get(key, ()),
-                world.taint_rules,
-                problems.get(key, ()),
-                options,
-                prepared=prepared.get(key),
-                nodes=nodes,
-                aborts=aborts,
+        out = []
+        for key in keys:
+            same = kept.get(key)
+            if same is not None and changed is not None and key not in changed:
+                out.append(same)
+                continue
+            out.append(
+                compute_pool(
+                    key,
+                    by_pool.get(key, []),
+                    allocations.get(key, ()),
+                    world.taint_rules,
+                    problems.get(key, ()),
+                    options,
+                    prepared=prepared.get(key),
+                    nodes=nodes,
+                    aborts=aborts,
+                )
             )
-            for key in keys
-        ]
+        return out
 
-    results = judged(NO_ABORTS)
-    rules = rules_for((options or EngineOptions()).profile)
+    results = judged(NO_ABORTS, earlier)
     if rules.invalid_pool_is_node_local:
         return results
     # 1.34: a pool's devices depend on the invalid pools of every other (aborts.py).

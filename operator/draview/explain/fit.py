@@ -226,6 +226,7 @@ class _Question:
         cel: CelEngine,
     ) -> None:
         self.world = world
+        self.results = results
         self.rules = rules
         self.merged, self.first = merged, first
         self.classes: dict[str, DeviceClass] = {c.name: c for c in world.classes}
@@ -816,7 +817,9 @@ def _explain_next(
                 )
             )
     after = replace(world, claims=[*world.claims, *placed])
-    results = compute_world(after, opts)
+    # Only the pools the copies took devices in are judged again.
+    touched = {(t.driver, t.pool) for _, taken in path for t in taken}
+    results = compute_world(after, opts, q.results, touched)
     index = DeviceIndex.build(results, after.taint_rules)
     explainer = Explainer(q.cel)
     claims = [_copy_claim(c, len(path) + 1) for c in per_copy]
