@@ -112,8 +112,8 @@ def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
 
 
 # Attribute kinds whose conversion cannot fail.
-_ALWAYS = frozenset({"string", "bool", "int"})
 _PLAIN: dict[str, type] = {"string": str, "bool": bool, "int": int}
+_ALWAYS = frozenset(_PLAIN)
 
 
 def check_attributes(inp: DeviceInput) -> None:

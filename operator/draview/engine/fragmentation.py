@@ -116,14 +116,9 @@ def capacity_fragments(devices: Iterable[Mapping[str, object]]) -> list[Capacity
         total = found[0][0]
         for q, _ in found[1:]:
             total = total + q
-        best = max(found, key=lambda qd: (qd[0], _reverse(qd[1])))
+        best = min(found, key=lambda qd: (-qd[0].nanos, qd[1]))  # a tie: the first name
         out.append(CapacityFragment(name, total, best[0], best[1]))
     return out
-
-
-def _reverse(name: str) -> tuple[int, ...]:
-    """Orders names backwards, so that max() breaks a tie by the smallest name."""
-    return tuple(-ord(c) for c in name)
 
 
 def status_entries(

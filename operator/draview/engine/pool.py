@@ -469,13 +469,16 @@ def _fragmentation(
             pairs[own].extend((dev, "Available") for dev in fs.devices if dev.name in free)
         if not per_slice:
             counters = fragments(sets, pairs[""])
-        for own, devices in sorted(pairs.items()) if per_slice else ():
-            mine = [
-                {**cs, "name": cs["name"][len(own) :]} for cs in sets if cs["name"].startswith(own)
-            ]
-            counters.extend(
-                replace(f, counter_set=own + f.counter_set) for f in fragments(mine, devices)
-            )
+        else:
+            for own, devices in sorted(pairs.items()):
+                mine = [
+                    {**cs, "name": cs["name"][len(own) :]}
+                    for cs in sets
+                    if cs["name"].startswith(own)
+                ]
+                counters.extend(
+                    replace(f, counter_set=own + f.counter_set) for f in fragments(mine, devices)
+                )
     capacity = (
         capacity_fragments(d for sr in current for d in sr.status["devices"])
         if has_capacity

@@ -37,16 +37,7 @@ def compute_world(
     # allocatable, and vanishing would hide that from whoever watches the pool.
     unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}
     keys = sorted(by_pool.keys() | unreadable)
-    nodes: Sequence[NodeInfo]
-    if world.nodes is None:
-        nodes = assumed_nodes(world.slices)
-    else:
-        # Each node its own group: the labels by name are mapped once, not per pool.
-        nodes = NodeGroups(
-            world.nodes,
-            {n.name: n.labels for n in world.nodes},
-            {n.name: n.declared for n in world.nodes if n.declared is not None},
-        )
+    nodes = _nodes(world)
 
     rules = rules_for((options or EngineOptions()).profile)
     kept = (
@@ -91,6 +82,18 @@ def compute_world(
         rules.binding_pools_last,
     )
     return judged(aborts, results) if aborts else results
+
+
+def _nodes(world: World) -> Sequence[NodeInfo]:
+    """The nodes every pool is judged for: the world's, or those its slices imply."""
+    if world.nodes is None:
+        return assumed_nodes(world.slices)
+    # Each node its own group: the labels by name are mapped once, not per pool.
+    return NodeGroups(
+        world.nodes,
+        {n.name: n.labels for n in world.nodes},
+        {n.name: n.declared for n in world.nodes if n.declared is not None},
+    )
 
 
 def world_objects(world: World, options: EngineOptions | None = None) -> list[dict[str, Any]]:
