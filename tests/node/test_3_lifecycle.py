@@ -51,7 +51,9 @@ def test_helm_upgrade_with_a_changed_flag_rolls_the_pods(release: Release) -> No
 
 def test_deleting_the_leader_pod_hands_over_with_one_writer(release: Release) -> None:
     k = release.k
-    leader = release.leader()
+    # After the rollout before it the Lease may be free for a moment: the old leader gave it
+    # up on its way out, and a new replica takes it within its retry period.
+    leader = k.wait_for("a replica to lead", lambda: release.leader() or None, timeout=30)
     began = now()
     t0 = time.monotonic()
     k.check("-n", release.namespace, "delete", "pod", leader, "--wait=false")
