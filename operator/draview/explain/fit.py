@@ -257,7 +257,7 @@ class _Question:
             if first is not merged
             else set()
         )
-        # Where each state's search may begin (_resume_key): see `resumable`.
+        # Where the search from each state may begin (outcomes, `_resumable`).
         self._starts: dict[tuple[NodeName, int, tuple[Taken, ...]], Location] = {}
         self.resumable = _resumable(merged, first, rules)
 
