@@ -72,6 +72,7 @@ class KubeCluster:
             "--timeout=60s",
             "crd/resourceslicestatuses.draview.io",
             "crd/resourcepoolstatuses.draview.io",
+            "crd/capacityprobes.draview.io",
         )
         # kubectl wait fails at once ("accessor error: <nil>") instead of waiting when a
         # CRD just created has no status.conditions yet: ask again while that is so.

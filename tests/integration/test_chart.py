@@ -253,9 +253,21 @@ def test_rbac_is_least_privilege() -> None:
     expected |= {("authorization.k8s.io", "selfsubjectaccessreviews", "create")}
     # Node names and labels (a metadata-only watch) decide which slices reach a node.
     expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
+    # Capacity probes: their objects, and the templates a probe may name.
+    expected |= {
+        ("draview.io", "capacityprobes", v) for v in ("get", "list", "create", "patch", "delete")
+    }
+    expected |= {("draview.io", "capacityprobes/status", v) for v in ("patch", "update")}
+    expected |= {("resource.k8s.io", "resourceclaimtemplates", "get")}
     assert granted == expected
-    lease = one(docs, "Role")
-    assert lease["metadata"]["namespace"] == "draview"
+    namespaced = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
+    assert set(namespaced) == {"draview-leader", "draview-probes"}
+    assert all(r["metadata"]["namespace"] == "draview" for r in namespaced.values())
+    # The probe definitions: ConfigMaps of the release namespace, listed, never written.
+    assert namespaced["draview-probes"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}
+    ]
+    lease = namespaced["draview-leader"]
     assert lease["rules"] == [
         {
             "apiGroups": ["coordination.k8s.io"],
@@ -265,7 +277,7 @@ def test_rbac_is_least_privilege() -> None:
     ]
     view = roles["draview-pools-view"]
     assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
-    assert view["rules"][0]["resources"] == ["resourcepoolstatuses"]
+    assert view["rules"][0]["resources"] == ["resourcepoolstatuses", "capacityprobes"]
     admin = roles["draview-slices-view"]
     labels = admin["metadata"]["labels"]
     assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"

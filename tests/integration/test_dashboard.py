@@ -189,9 +189,15 @@ def world(
 ) -> Iterator[tuple[Operator, Prometheus]]:
     k = kube_cluster
     k.check("apply", "-k", str(ROOT / "deploy" / "crds"))
-    crds = ("crd/resourceslicestatuses.draview.io", "crd/resourcepoolstatuses.draview.io")
+    crds = (
+        "crd/resourceslicestatuses.draview.io",
+        "crd/resourcepoolstatuses.draview.io",
+        "crd/capacityprobes.draview.io",
+    )
     k.check("wait", "--for=condition=Established", "--timeout=60s", *crds)
     ns = k.create_namespace("draview-dash")
+    # A capacity probe, for the capacity panels and the capacity alert.
+    k.apply(capacity_probes(ns))
     files = [str(ROOT / "examples" / f"{name}.yaml") for name in EXAMPLES]
     workdir = tmp_path_factory.mktemp("dashboard")
     op = Operator(
@@ -216,7 +222,8 @@ def world(
                   lambda: prom.query('draview_leader == 1')
                   and prom.query('draview_pool_counter{kind="total"}')
                   and prom.query('draview_pool_capacity{kind="total"}')
-                  and prom.query("dra_resourceslice_status_update_duration_seconds_count > 0"),
+                  and prom.query("dra_resourceslice_status_update_duration_seconds_count > 0")
+                  and prom.query("draview_capacity_fit_min"),
                   timeout=90)  # fmt: skip
         time.sleep(3)  # a few more samples so that every rate() has two points
         yield op, prom
@@ -226,6 +233,28 @@ def world(
         assert op.stop() == 0, op.logs()
         k.run("delete", "-f", ",".join(files), "--ignore-not-found", "--wait=false")
         k.delete_namespace(ns)
+
+
+GPU = "gpu.example.com"  # examples/gpus.yaml's DeviceClass
+
+
+def capacity_probes(namespace: str) -> dict[str, Any]:
+    probe = {
+        "name": "one-gpu",
+        "claim": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}},
+        "minCopies": 1,
+        "nodeSeries": 3,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "probes",
+            "namespace": namespace,
+            "labels": {"draview.io/capacity-probes": "true"},
+        },
+        "data": {"probes.yaml": yaml.safe_dump([probe])},
+    }
 
 
 def queries_without_data(prom: Prometheus) -> list[str]:
@@ -277,7 +306,7 @@ def test_alert_rules_evaluate_on_real_metrics(world: tuple[Operator, Prometheus]
         return rules if all(r.get("lastEvaluation", "").startswith("2") for r in rules) else None
 
     rules = prom.wait("rule evaluation", evaluated)
-    assert len(rules) == 6
+    assert len(rules) == 7
     for rule in rules:
         assert rule["health"] == "ok", rule
     # Where the data says a pool is incomplete, invalid or full, that alert is pending (its

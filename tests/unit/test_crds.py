@@ -30,7 +30,9 @@ from draview.engine.world import world_objects
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-KINDS = dict(api.PLURALS)
+KINDS = dict(api.PLURALS)  # the pools' status objects
+# Every CRD: the pools' kinds and the capacity probes'.
+ALL_KINDS = {**KINDS, api.CAPACITY_PROBE_KIND: api.CAPACITY_PROBE_PLURAL}
 TYPED = {
     api.SLICE_STATUS_KIND: (api.SliceStatusSpec, api.SliceStatusBody),
     api.POOL_STATUS_KIND: (api.PoolStatusSpec, api.PoolStatusBody),
@@ -51,7 +53,9 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
-CRDS = {kind: _load(CRD_DIR / f"{api.API_GROUP}_{plural}.yaml") for kind, plural in KINDS.items()}
+CRDS = {
+    kind: _load(CRD_DIR / f"{api.API_GROUP}_{plural}.yaml") for kind, plural in ALL_KINDS.items()
+}
 
 
 def _version(kind: str) -> dict[str, Any]:
@@ -208,6 +212,34 @@ def test_every_typed_status_field_is_declared(kind: str) -> None:
     _check_type(status, props["status"], ".status")
 
 
+def test_every_capacity_probe_status_field_is_declared() -> None:
+    from draview.explain.probes import ProbeStatus
+
+    _check_type(ProbeStatus, _schema(api.CAPACITY_PROBE_KIND)["properties"]["status"], ".status")
+
+
+def test_a_capacity_probe_validates_and_loses_nothing() -> None:
+    from draview.api.probes import ProbeSpec, workload_of
+    from draview.explain.fit import fit
+    from draview.explain.probes import answer
+
+    world = build_world(read_sources([str(ROOT / "examples" / "gpus.yaml")]))
+    claim = {
+        "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+    }
+    spec = ProbeSpec("one-gpu", "draview/probes:probes.yaml", claim=claim, min_copies=2)
+    got = answer(fit(world, workload_of(spec, None)), "Kubernetes 1.37, default gates", 3)
+    obj = {
+        "apiVersion": api.API_VERSION,
+        "kind": api.CAPACITY_PROBE_KIND,
+        "metadata": {"name": "one-gpu"},
+        "spec": spec.spec(),
+        "status": dict(got.status),
+    }
+    assert got.status["nodes"], "the example has nodes that take a copy"
+    assert validate(obj, _schema(api.CAPACITY_PROBE_KIND)) == []
+
+
 def test_device_state_reasons_are_every_reason_the_engine_gives() -> None:
     from draview.engine.aborts import ABORTS, MAY_ABORT
     from draview.engine.verdict import RANKS
@@ -233,10 +265,10 @@ def test_validator_reports_pruned_and_mistyped_fields() -> None:
 # --- the CRDs themselves --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(ALL_KINDS))
 def test_crd_identity(kind: str) -> None:
     crd = CRDS[kind]
-    plural = KINDS[kind]
+    plural = ALL_KINDS[kind]
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
     assert crd["metadata"]["name"] == f"{plural}.{api.API_GROUP}"
     spec = crd["spec"]
@@ -280,14 +312,18 @@ def test_the_crd_identity_is_written_in_api_status_only() -> None:
         for path in sorted(package.rglob("*.py"))
         if path != package / "api" / "status.py"
         for line, text in _literals(path)
-        if text in exact or any(p in text for p in api.PLURALS.values())
+        if text in exact or any(p in text for p in ALL_KINDS.values())
     ]
     assert found == []
 
 
 def test_short_names() -> None:
     short = {kind: crd["spec"]["names"]["shortNames"] for kind, crd in CRDS.items()}
-    assert short == {api.SLICE_STATUS_KIND: ["rsst"], api.POOL_STATUS_KIND: ["rpst"]}
+    assert short == {
+        api.SLICE_STATUS_KIND: ["rsst"],
+        api.POOL_STATUS_KIND: ["rpst"],
+        api.CAPACITY_PROBE_KIND: ["cprobe"],
+    }
 
 
 def test_kustomization_lists_exactly_the_crds() -> None:
@@ -297,7 +333,7 @@ def test_kustomization_lists_exactly_the_crds() -> None:
     assert len(files) == len(CRDS)
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(ALL_KINDS))
 def test_schema_is_structural(kind: str) -> None:
     for path, node in schema_nodes(_schema(kind)):
         if not (
@@ -322,13 +358,16 @@ def test_schema_is_structural(kind: str) -> None:
     assert metadata == {"type": "object"}, "ObjectMeta is the API server's"
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(ALL_KINDS))
 def test_printer_columns_point_at_declared_fields(kind: str) -> None:
     columns = _version(kind)["additionalPrinterColumns"]
     names = [c["name"] for c in columns]
-    for want in ("Driver", "Pool", "Node", "Total", "Allocated", "Available", "Unavailable"):
-        assert want in names
-    assert {"Complete", "Valid", "Age"} <= set(names)
+    if kind == api.CAPACITY_PROBE_KIND:
+        assert {"Copies", "Max", "Bounded", "Blocker", "Age"} <= set(names)
+    else:
+        for want in ("Driver", "Pool", "Node", "Total", "Allocated", "Available", "Unavailable"):
+            assert want in names
+        assert {"Complete", "Valid", "Age"} <= set(names)
     schema = _schema(kind)
     for column in columns:
         path = column["jsonPath"]

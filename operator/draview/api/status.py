@@ -18,6 +18,10 @@ SLICE_STATUS_KIND = "ResourceSliceStatus"
 POOL_STATUS_KIND = "ResourcePoolStatus"
 SLICE_STATUS_PLURAL = "resourceslicestatuses"
 POOL_STATUS_PLURAL = "resourcepoolstatuses"
+# Written per capacity probe (controller/capacity.py); not a pool's object, so not in
+# PLURALS, which the writer lists and prunes.
+CAPACITY_PROBE_KIND = "CapacityProbe"
+CAPACITY_PROBE_PLURAL = "capacityprobes"
 # kind -> plural, the form every request names
 PLURALS: dict[str, str] = {
     SLICE_STATUS_KIND: SLICE_STATUS_PLURAL,

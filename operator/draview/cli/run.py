@@ -77,6 +77,8 @@ def _config(s: run_settings.RunSettings) -> RunConfig:
             pending_threshold=s.pending_threshold,
             explain_interval=s.explain_interval,
             max_object_bytes=s.max_object_bytes,
+            capacity_probes=s.capacity_probes,
+            capacity_reload=s.capacity_reload,
         ),
         kubernetes_version=s.kubernetes_version,
         feature_gates=parse_gates(s.feature_gates) if s.feature_gates is not None else None,

@@ -105,6 +105,14 @@ class RunSettings(BaseSettings):
         60, gt=0, description="seconds a claim may stay unallocated before it gets an Event"
     )
     explain_interval: float = Field(10, gt=0, description="seconds between looks at pending claims")
+    capacity_probes: bool = Field(
+        True,
+        description="answer the capacity probes defined in ConfigMaps labelled "
+        "draview.io/capacity-probes in the Lease's namespace",
+    )
+    capacity_reload: float = Field(
+        10, gt=0, description="seconds between reads of the capacity probe definitions"
+    )
     kubernetes_version: str | None = Field(
         None,
         description="judge as the scheduler of this release (1.34 to 1.37) instead of the "

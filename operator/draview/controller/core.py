@@ -4,15 +4,18 @@ them to the writer, and the Events for people. `draview run` (operator_main.py) 
 one, connects informers, the elector, kopf and the HTTP port to it, and starts them.
 
     watch event -> Ingest -> Store, NodeIndex -> PoolQueue -> Worker -> Reconciler -> Writer
+                                                      Reconciler -> CapacityProbes (fit)
 """
 
 from __future__ import annotations
 
+from draview.controller.capacity import CapacityProbes
 from draview.controller.event_rounds import Explanations, PostEvent, PostSliceEvent
 from draview.controller.ingest import Ingest
 from draview.controller.node_index import NodeIndex
 from draview.controller.queue import PoolQueue, Role
 from draview.controller.reconcile import Reconciler, Settings
+from draview.controller.status_requests import StatusRequests
 from draview.controller.store import Store
 from draview.controller.worker import Worker
 from draview.controller.writer import Writer
@@ -40,6 +43,10 @@ class Controller:
         self.explanations = Explanations(
             self.role, self.reconciler, writer, settings, post_event, post_slice_event
         )
+        # Its own request layer, sharing the writer's token bucket and fence: a probe
+        # that cannot be written never makes the status objects' /readyz fail.
+        probe_requests = StatusRequests(writer.requests.api, writer.bucket, writer.may_write)
+        self.capacity = CapacityProbes(self.role, self.reconciler, probe_requests, settings)
 
     @property
     def leader(self) -> bool:

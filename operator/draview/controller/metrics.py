@@ -83,6 +83,47 @@ NODES_WATCHED = Gauge(
     "1 while Nodes are watched; 0: pools that select nodes are judged from assumed nodes",
 )
 
+# Capacity probes (controller/capacity.py): one series a probe, and per node only for
+# the nodes a probe asks series for (nodeSeries, at most 100 a probe). Only the leader
+# computes probes, so only its series exist.
+CAPACITY_FIT = Gauge(
+    "draview_capacity_fit",
+    "Copies of the probe's claim that can be allocated now, placed one after another; "
+    "a lower bound when draview_capacity_fit_bounded is 1",
+    ["probe"],
+)
+CAPACITY_FIT_MAX = Gauge(
+    "draview_capacity_fit_max",
+    "Copies the luckiest placement fits (equal to draview_capacity_fit unless placement "
+    "decides); absent when the search budget ended first",
+    ["probe"],
+)
+CAPACITY_FIT_BOUNDED = Gauge(
+    "draview_capacity_fit_bounded",
+    "1 when the search budget or the probe's maxCopies ended the count first",
+    ["probe"],
+)
+CAPACITY_FIT_MIN = Gauge(
+    "draview_capacity_fit_min",
+    "The probe's minCopies: the example alert fires while fewer copies fit",
+    ["probe"],
+)
+CAPACITY_NODE_FIT = Gauge(
+    "draview_capacity_node_fit",
+    "Copies one node alone takes, for the nodes taking the most (the probe's nodeSeries)",
+    ["probe", "node"],
+)
+CAPACITY_PROBE_ERRORS = Gauge(
+    "draview_capacity_probe_errors",
+    "Probe definitions that cannot be asked (a bad definition, a missing template or "
+    "DeviceClass): their status says why",
+)
+CAPACITY_SECONDS = Histogram(
+    "draview_capacity_probe_duration_seconds",
+    "Time to answer one probe again after a pool it depends on changed",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+
 
 class PoolSeries:
     """One pool's dashboard figures, as numbers: 8 bytes a series, where prometheus

@@ -222,6 +222,10 @@ class NodeIndex:
             return NO_NODES
         if reach.group_by is not None:
             return self.groups(reach.group_by)
+        return self.snapshot()
+
+    def snapshot(self) -> tuple[NodeInfo, ...]:
+        """Every node, sorted by name; the same tuple until a node changes."""
         if self._snapshot is None:
             declared = self._declared
             self._snapshot = tuple(

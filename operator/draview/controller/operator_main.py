@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from kubernetes_asyncio import client
 
 from draview.controller import kube, kubeconfig, metrics, watch
+from draview.controller.capacity import ProbeSource
 from draview.controller.core import Controller, Settings
 from draview.controller.health import serve
 from draview.controller.informers import Informer, build_informers
@@ -127,6 +128,8 @@ async def _run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if cfg.settings.capacity_probes:
+        ctl.capacity.source = ProbeSource(api, cfg.lease_namespace, versions["resourceclaims"])
     kopf_task = start_kopf(ctl.ingest, api, versions, stop)
     chain_signals(loop, stop)  # kopf replaces our handlers when it starts: chain them
     tasks = [*_start_tasks(cfg, ctl, syncer, informers), kopf_task]
@@ -155,6 +158,10 @@ def _start_tasks(
     return [
         asyncio.create_task(ctl.worker.run(cfg.settings.batch_interval), name="batches"),
         asyncio.create_task(ctl.explanations.run(), name="explanations"),
+        asyncio.create_task(ctl.capacity.run(), name="capacity-probes"),
+        asyncio.create_task(
+            ctl.capacity.reload_loop(cfg.settings.capacity_reload), name="capacity-definitions"
+        ),
         asyncio.create_task(syncer.resync_loop(cfg.resync_interval), name="resync"),
         asyncio.create_task(syncer.crd_probe_loop(), name="crd-probe"),
         *(asyncio.create_task(i.run(), name=f"watch-{i.plural}") for i in informers),

@@ -11,8 +11,9 @@ import asyncio
 import logging
 import pickle
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, cast
 
 from draview.api.node_info import AssumedNodes, NodeInfo, assumed_nodes
@@ -48,6 +49,9 @@ class Settings:
     claim_events: bool = True
     pending_threshold: float = 60.0
     explain_interval: float = 10.0
+    # Capacity probes (controller/capacity.py): definitions read again this often.
+    capacity_probes: bool = True
+    capacity_reload: float = 10.0
     # No status object may serialize to more than this (engine/budget.py); the writer
     # enforces it (operator_main hands it over).
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
@@ -162,6 +166,9 @@ class Reconciler:
         # Per pool, the count above when it was last judged: what explanations unpack
         # and index again (explanations.CatalogSync) is the pools whose stamp moved.
         self.stamps: dict[PoolKey, int] = {}
+        # Pools judged or forgotten since capacity probes last asked (take_touched): a
+        # probe is asked again only when one it depends on is among them.
+        self.touched: set[PoolKey] = set()
         # 1.34: the invalid pools nodes gather refuse devices of every pool; when they
         # change, every pool is judged again (take_rejudge_all).
         self.invalid = InvalidPools()
@@ -248,10 +255,40 @@ class Reconciler:
         self._report(key, result)
         self.judged += 1
         self.stamps[key] = self.judged
+        self.touched.add(key)
         self.results[key] = _lean(result)
         if self._keep_bodies:
             self._packed[key] = _Packed.of(result)
         return objs
+
+    def take_touched(self) -> set[PoolKey]:
+        found, self.touched = self.touched, set()
+        return found
+
+    def judge_again(self, key: PoolKey) -> Callable[[], PoolResult] | None:
+        """A pool's latest judgement with its status bodies, to be made off the event
+        loop: unpacked when kept (claim events on), else judged again from what it was
+        judged with (compute_pool is pure; what it is handed is never changed in place).
+        None when the pool is not judged."""
+        lean = self.results.get(key)
+        if lean is None:
+            return None
+        packed = self._packed.get(key)
+        if packed is not None:
+            return lambda: packed.unpack(lean)
+        assumed = None if self.nodes_watched else self._assumed_nodes()
+        return partial(
+            compute_pool,
+            key,
+            self.store.slices_of(key),
+            self.store.allocations_of(key),
+            self.store.rules(),
+            self.store.problems_of(key),
+            self.settings.engine,
+            prepared=lean.prepared,
+            nodes=self.nodes.nodes_for(key) if assumed is None else assumed,
+            aborts=self.invalid.aborts,
+        )
 
     def full_result(self, key: PoolKey) -> PoolResult | None:
         """A pool's latest judgement with its status bodies (what `why` reads); None
@@ -287,6 +324,7 @@ class Reconciler:
         self.results.pop(key, None)
         self._packed.pop(key, None)
         self.stamps.pop(key, None)
+        self.touched.add(key)
         self.broken.discard(key)
         metrics.forget_pool(key)
         return self.pool_objects.pop(key, set())
@@ -314,3 +352,4 @@ class Reconciler:
         self.results.clear()
         self._packed.clear()
         self.stamps.clear()
+        self.touched.clear()

@@ -243,6 +243,22 @@ class StatusRequests:
         base = item if known is None else {**known.value(), "status": item.get("status") or {}}
         return Known.of(base, None, item["metadata"].get("resourceVersion"))
 
+    async def patch(self, plural: str, name: str, body: dict[str, Any]) -> str | None:
+        """A merge patch of the object itself (its spec, its labels)."""
+        found = await self._call(
+            "patch",
+            plural,
+            self.api.patch_cluster_custom_object,
+            API_GROUP,
+            CRD_VERSION,
+            plural,
+            name,
+            Plain(body),
+            _content_type=MERGE,
+            want_body=True,
+        )
+        return resource_version(found)
+
     async def patch_status(self, plural: str, name: str, status: dict[str, Any]) -> str | None:
         """A merge patch of the status subresource (the whole status, or what changed)."""
         body = await self._call(

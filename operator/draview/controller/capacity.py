@@ -1,0 +1,503 @@
+"""Capacity probes: how many copies of a named claim fit now, kept current as claims and
+slices change, in a CapacityProbe object each and as metrics.
+
+Definitions come from ConfigMaps in the operator's namespace that carry the probes
+label (api/probes.py; the chart renders one from `capacityProbes:`). They are read
+again every `reload` seconds, with the ResourceClaimTemplates they name: a ConfigMap,
+not a custom resource, because the chart installs draview's CRDs itself, and Helm
+refuses a release whose manifests hold a resource of a kind it does not know yet; and
+because who may define probes is then who may edit ConfigMaps in draview's namespace.
+
+After each batch, a probe is asked again only when a pool it depends on was judged or
+forgotten (explain/probes.py says which pools those are), or its definition, the
+DeviceClasses or the profile changed. Asking is `fit` (explain/fit.py) on those pools
+alone, off the event loop in a worker thread, on inputs taken on the loop and never
+changed in place. Only the leader asks and writes, behind the same fence as the status
+objects; objects of probes no longer defined are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from draview.api.probes import ProbeProblem, ProbeSpec, read_configmap, unique, workload_of
+from draview.api.status import API_GROUP, CAPACITY_PROBE_KIND, CAPACITY_PROBE_PLURAL, CRD_VERSION
+from draview.api.taints import DeviceClass
+from draview.api.workload import Workload, WorkloadError
+from draview.api.world import World
+from draview.cel import CelEngine
+from draview.controller import metrics
+from draview.controller.kube import list_pages
+from draview.controller.mergepatch import merge_diff
+from draview.controller.queue import Role
+from draview.controller.reconcile import Reconciler, Settings
+from draview.controller.status_requests import REQUEST_ERRORS, NotLeader, StatusRequests
+from draview.engine.model import EngineOptions, PoolKey
+from draview.engine.pool import PoolResult
+from draview.explain.fit import FitError, fit
+from draview.explain.probes import (
+    Answer,
+    Selectors,
+    claims_of,
+    every_pool,
+    failed,
+    pool_relevant,
+    pool_signature,
+    selectors,
+)
+from draview.explain.probes import (
+    answer as answer_of,
+)
+
+log = logging.getLogger("draview.capacity")
+
+LABEL = "draview.io/capacity-probes"
+MANAGED = {"app.kubernetes.io/managed-by": "draview"}
+# CEL results a probe keeps between askings (each device once per selector).
+CEL_RESULTS = 500_000
+# Pools looked at between two yields to the event loop.
+POOLS_PER_STEP = 256
+
+
+@dataclass
+class _Probe:
+    spec: ProbeSpec
+    workload: Workload | None
+    error: str
+    selectors: Selectors = ()
+    every: bool = False  # it depends on every pool (explain/probes.every_pool)
+    cel: CelEngine = field(default_factory=lambda: CelEngine(max_results=CEL_RESULTS))
+    # Per pool looked at: its slices (names, generations) then, and whether it counts.
+    seen: dict[PoolKey, tuple[tuple[tuple[str, int], ...], bool]] = field(default_factory=dict)
+    pools: set[PoolKey] = field(default_factory=set)  # those that count
+    due: bool = True
+    answer: Answer | None = None
+
+
+@dataclass
+class _Object:
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+
+class ProbeSource:
+    """Reads the definitions: the labelled ConfigMaps of one namespace and the templates
+    they name."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, claim_version: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace = namespace
+        self.claim_version = claim_version
+
+    async def read(
+        self,
+    ) -> tuple[dict[str, ProbeSpec], list[ProbeProblem], dict[tuple[str, str], Any]]:
+        found = await self.core.list_namespaced_config_map(self.namespace, label_selector=LABEL)
+        specs: list[ProbeSpec] = []
+        problems: list[ProbeProblem] = []
+        for cm in found.items:
+            obj = {
+                "metadata": {"namespace": cm.metadata.namespace, "name": cm.metadata.name},
+                "data": cm.data or {},
+            }
+            got, bad = read_configmap(obj)
+            specs += got
+            problems += bad
+        by_name, twice = unique(specs)
+        templates: dict[tuple[str, str], Any] = {}
+        for spec in by_name.values():
+            if spec.template is not None and spec.template not in templates:
+                templates[spec.template] = await self._template(*spec.template)
+        return by_name, problems + twice, templates
+
+    async def _template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+                "resource.k8s.io",
+                self.claim_version,
+                namespace,
+                "resourceclaimtemplates",
+                name,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return {"metadata": obj.get("metadata", {}), "spec": obj.get("spec")}
+
+
+class CapacityProbes:
+    def __init__(
+        self,
+        role: Role,
+        reconciler: Reconciler,
+        requests: StatusRequests,
+        settings: Settings,
+    ) -> None:
+        self.role = role
+        self.reconciler = reconciler
+        self.requests = requests
+        self.options: EngineOptions = settings.engine
+        self.interval = settings.batch_interval
+        self.probes: dict[str, _Probe] = {}
+        self.problems: list[ProbeProblem] = []
+        self.source: ProbeSource | None = None
+        self._templates: dict[tuple[str, str], Any] = {}
+        self._classes: tuple[DeviceClass, ...] = ()
+        # What each CapacityProbe object holds, as far as this replica knows (None:
+        # not read since it became leader).
+        self.objects: dict[str, _Object] | None = None
+        self._exported: set[str] = set()
+        self._node_series: dict[str, set[str]] = {}
+        self._said: set[str] = set()  # problems logged once each
+        # Until the definitions are first read, no object is written or deleted.
+        self.loaded = False
+
+    # -- definitions --------------------------------------------------------------------
+
+    async def reload_loop(self, every: float) -> None:
+        while True:
+            try:
+                await self.reload()
+            except asyncio.CancelledError:
+                raise
+            except ApiException as exc:  # read again next time; said once
+                why = _text(exc)
+                if exc.status == 403 and self.source is not None:
+                    why = (
+                        f"RBAC forbids listing ConfigMaps in {self.source.namespace} (the "
+                        "chart's Role <release>-probes grants it; --capacity-probes=false "
+                        "turns probes off)"
+                    )
+                self._say("read", f"cannot read capacity probe definitions: {why}")
+            except Exception as exc:
+                self._say("read", f"cannot read capacity probe definitions: {_text(exc)}")
+            await asyncio.sleep(every)
+
+    async def reload(self) -> None:
+        if self.source is None:
+            return
+        specs, problems, templates = await self.source.read()
+        self._said.discard("read")
+        self.define(specs, problems, templates)
+
+    def define(
+        self,
+        specs: Mapping[str, ProbeSpec],
+        problems: list[ProbeProblem],
+        templates: Mapping[tuple[str, str], Any],
+    ) -> None:
+        """Take the definitions read: a probe whose definition or template changed
+        starts over; one no longer defined goes (with its series and, once the leader
+        next writes, its object)."""
+        for p in problems:
+            self._say(str(p), f"capacity probe definition skipped: {p}")
+        self.problems = list(problems)
+        for name in [n for n in self.probes if n not in specs]:
+            del self.probes[name]
+            self._unexport(name)
+        for name, spec in specs.items():
+            template = templates.get(spec.template) if spec.template else None
+            old = self.probes.get(name)
+            if (
+                old is not None
+                and old.spec == spec
+                and (spec.template is None or self._templates.get(spec.template) == template)
+            ):
+                continue
+            self.probes[name] = self._probe(spec, template)
+        self._templates = dict(templates)
+        self.loaded = True
+        metrics.CAPACITY_PROBE_ERRORS.set(
+            len(self.problems) + sum(1 for p in self.probes.values() if p.error)
+        )
+
+    def _probe(self, spec: ProbeSpec, template: Any) -> _Probe:
+        try:
+            return _Probe(spec, workload_of(spec, template), "")
+        except WorkloadError as exc:
+            self._say(f"{spec.name}:{exc}", f"capacity probe {spec.name}: {exc}")
+            return _Probe(spec, None, str(exc))
+
+    # -- asking -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """After each batch interval: ask the probes that are due and write what changed."""
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("capacity probe round failed")
+
+    async def round(self) -> None:
+        if not self.role.leader or not self.role.synced:
+            if self.objects is not None or self._exported:
+                self.step_down()
+            return
+        if not self.loaded:
+            return
+        if self.objects is None:
+            self.objects = await self._load()
+            for p in self.probes.values():
+                p.due = True
+        await self._mark_due()
+        for name, probe in list(self.probes.items()):
+            if probe.due and self.probes.get(name) is probe:
+                probe.answer = await self._ask(probe)
+                probe.due = False
+                self._export(name, probe)
+        await self._write()
+
+    async def _mark_due(self) -> None:
+        rec = self.reconciler
+        store = rec.store
+        touched = rec.take_touched()
+        classes = tuple(store.classes.values())
+        if classes != self._classes:  # selectors may differ: every pool looked at anew
+            self._classes = classes
+            for p in self.probes.values():
+                p.seen.clear()
+                p.pools.clear()
+                p.due = True
+        by_name = {c.name: c for c in classes}
+        for p in self.probes.values():
+            if p.workload is None:
+                continue
+            if not p.seen:  # new, or started over: every pool is looked at once
+                p.selectors = selectors(p.workload, by_name)
+                p.every = every_pool(p.workload)
+                keys: list[PoolKey] = list(rec.results)
+            else:
+                keys = list(touched)
+            for i, key in enumerate(keys):
+                if self._counts(p, key):
+                    p.due = True
+                if i % POOLS_PER_STEP == POOLS_PER_STEP - 1:
+                    await asyncio.sleep(0)  # a new probe in a large cluster: let others run
+
+    def _counts(self, p: _Probe, key: PoolKey) -> bool:
+        """Whether the pool counts for the probe now, or did before (either way its
+        change may change the answer); remembers which."""
+        rec = self.reconciler
+        slices = rec.store.slices_of(key)
+        result = rec.results.get(key)
+        was = key in p.pools
+        if not slices or result is None:
+            p.seen.pop(key, None)
+            p.pools.discard(key)
+            return was
+        signature = pool_signature(slices)
+        seen = p.seen.get(key)
+        if p.every:
+            counts = True
+        elif seen is not None and seen[0] == signature:
+            counts = seen[1]
+        else:
+            counts = pool_relevant(p.selectors, slices, p.cel)
+            p.seen[key] = (signature, counts)
+        # A pool some node's allocator aborts on counts whatever it holds.
+        if counts or result.errors.allocator:
+            p.pools.add(key)
+            return True
+        p.pools.discard(key)
+        return was
+
+    async def _ask(self, p: _Probe) -> Answer:
+        profile = self.options.profile.label()
+        if p.workload is None:
+            return failed(p.error, profile)
+        rec = self.reconciler
+        store = rec.store
+        keys = sorted(p.pools)
+        judged = [j for j in (rec.judge_again(k) for k in keys) if j is not None]
+        world = World(
+            slices=[s for k in keys for s in store.slices_of(k)],
+            claims=claims_of({k: store.allocations_of(k) for k in keys}),
+            taint_rules=store.rules(),
+            classes=list(self._classes),
+            nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
+        )
+        began = time.perf_counter()
+        try:
+            found = await asyncio.to_thread(
+                _fit, world, p.workload, self.options, judged, p.spec.max_copies, p.cel
+            )
+        except FitError as exc:
+            return failed(str(exc), profile)
+        except Exception as exc:  # a bug met by one probe: the others go on
+            log.exception("capacity probe failed", extra={"probe": p.spec.name})
+            return failed(f"draview could not answer: {_text(exc)}", profile)
+        metrics.CAPACITY_SECONDS.observe(time.perf_counter() - began)
+        log.debug(
+            "capacity probe asked",
+            extra={"probe": p.spec.name, "copies": found.copies, "pools": len(keys)},
+        )
+        return answer_of(found, profile, p.spec.node_series)
+
+    # -- publishing ---------------------------------------------------------------------
+
+    def _export(self, name: str, p: _Probe) -> None:
+        a = p.answer
+        if a is None:
+            return
+        self._exported.add(name)
+        if p.spec.min_copies is not None:
+            metrics.CAPACITY_FIT_MIN.labels(name).set(p.spec.min_copies)
+        else:
+            _drop(metrics.CAPACITY_FIT_MIN, name)
+        if a.copies is None:
+            for g in (metrics.CAPACITY_FIT, metrics.CAPACITY_FIT_MAX, metrics.CAPACITY_FIT_BOUNDED):
+                _drop(g, name)
+        else:
+            metrics.CAPACITY_FIT.labels(name).set(a.copies)
+            metrics.CAPACITY_FIT_BOUNDED.labels(name).set(int(a.bounded))
+            if a.max_copies is None:
+                _drop(metrics.CAPACITY_FIT_MAX, name)
+            else:
+                metrics.CAPACITY_FIT_MAX.labels(name).set(a.max_copies)
+        nodes = dict(a.per_node)
+        for gone in self._node_series.get(name, set()) - nodes.keys():
+            _drop(metrics.CAPACITY_NODE_FIT, name, gone)
+        for node, copies in nodes.items():
+            metrics.CAPACITY_NODE_FIT.labels(name, node).set(copies)
+        self._node_series[name] = set(nodes)
+        metrics.CAPACITY_PROBE_ERRORS.set(
+            len(self.problems) + sum(1 for q in self.probes.values() if q.error)
+        )
+
+    def _unexport(self, name: str) -> None:
+        for g in (
+            metrics.CAPACITY_FIT,
+            metrics.CAPACITY_FIT_MAX,
+            metrics.CAPACITY_FIT_BOUNDED,
+            metrics.CAPACITY_FIT_MIN,
+        ):
+            _drop(g, name)
+        for node in self._node_series.pop(name, set()):
+            _drop(metrics.CAPACITY_NODE_FIT, name, node)
+        self._exported.discard(name)
+
+    def step_down(self) -> None:
+        """No longer the leader: the new one asks, writes and exports."""
+        for name in list(self._exported):
+            self._unexport(name)
+        self.objects = None
+        for p in self.probes.values():
+            p.seen.clear()
+            p.pools.clear()
+            p.due = True
+            p.answer = None
+
+    async def _load(self) -> dict[str, _Object]:
+        """The CapacityProbe objects on the server (this replica's predecessors' too)."""
+        out: dict[str, _Object] = {}
+        async for page in list_pages(
+            self.requests.api, CRD_VERSION, CAPACITY_PROBE_PLURAL, group=API_GROUP
+        ):
+            for item in page:
+                meta = item.get("metadata", {})
+                if (meta.get("labels") or {}).items() >= MANAGED.items():
+                    out[meta["name"]] = _Object(item.get("spec") or {}, item.get("status") or {})
+        return out
+
+    async def _write(self) -> None:
+        """Create, change or delete the objects whose content differs from the answers."""
+        objects = self.objects
+        if objects is None:
+            return
+        for name in [n for n in objects if n not in self.probes]:
+            if await self._send(
+                name, "delete", self.requests.delete((CAPACITY_PROBE_PLURAL, name))
+            ):
+                objects.pop(name, None)
+        for name, p in list(self.probes.items()):  # definitions may change meanwhile
+            if p.answer is None:
+                continue
+            spec, status = p.spec.spec(), dict(p.answer.status)
+            have = objects.get(name)
+            if have is None:
+                body = _body(name, spec, status)
+                key = (CAPACITY_PROBE_PLURAL, name)
+                if await self._send(name, "create", self.requests.create(key, body)):
+                    objects[name] = _Object(spec, status)
+                continue
+            if have.spec != spec:
+                patch = {"metadata": {"labels": MANAGED}, "spec": merge_diff(have.spec, spec)}
+                if await self._send(
+                    name, "patch", self.requests.patch(CAPACITY_PROBE_PLURAL, name, patch)
+                ):
+                    have.spec = spec
+            if have.status != status:
+                diff = merge_diff(have.status, status)
+                write = self.requests.patch_status(CAPACITY_PROBE_PLURAL, name, diff)
+                if await self._send(name, "status", write):
+                    have.status = status
+
+    async def _send(self, name: str, what: str, request: Any) -> bool:
+        try:
+            await request
+        except NotLeader:
+            return False
+        except ApiException as exc:
+            if exc.status == 404 and what != "create":
+                if self.objects is not None:
+                    self.objects.pop(name, None)  # gone (someone deleted it): made again
+                return what == "delete"
+            self._say(f"write:{name}", f"cannot {what} CapacityProbe {name}: {_text(exc)}")
+            return False
+        except REQUEST_ERRORS as exc:
+            self._say(f"write:{name}", f"cannot {what} CapacityProbe {name}: {_text(exc)}")
+            return False
+        self._said.discard(f"write:{name}")
+        return True
+
+    def _say(self, key: str, message: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.warning(message)
+
+
+def _fit(
+    world: World,
+    workload: Workload,
+    options: EngineOptions,
+    judged: list[Callable[[], PoolResult]],
+    count: int | None,
+    cel: CelEngine,
+) -> Any:
+    results = sorted((j() for j in judged), key=lambda r: r.key)
+    return fit(world, workload, options, count=count, results=results, cel=cel)
+
+
+def _body(name: str, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{API_GROUP}/{CRD_VERSION}",
+        "kind": CAPACITY_PROBE_KIND,
+        "metadata": {"name": name, "labels": dict(MANAGED)},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def _drop(gauge: Any, *labels: str) -> None:
+    with contextlib.suppress(KeyError):  # never exported
+        gauge.remove(*labels)
+
+
+def _text(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}"
+    return " ".join(str(exc).split()) or type(exc).__name__
