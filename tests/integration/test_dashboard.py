@@ -238,10 +238,12 @@ def world(
 GPU = "gpu.example.com"  # examples/gpus.yaml's DeviceClass
 
 
-def capacity_probes(namespace: str) -> dict[str, Any]:
+def capacity_probes(namespace: str, device_class: str = GPU) -> dict[str, Any]:
+    """A ConfigMap defining one capacity probe, for the operator of `namespace`."""
+    request = {"name": "dev", "exactly": {"deviceClassName": device_class}}
     probe = {
-        "name": "one-gpu",
-        "claim": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}},
+        "name": "one-device",
+        "claim": {"devices": {"requests": [request]}},
         "minCopies": 1,
         "nodeSeries": 3,
     }

@@ -14,6 +14,7 @@ from operator_helpers import load_examples
 from test_dashboard import (
     EXAMPLES,
     Prometheus,
+    capacity_probes,
     prometheus_binary,
     queries_without_data,
 )
@@ -54,6 +55,9 @@ def prometheus(
     # that do, so that every panel has something to show.
     files = [str(REPO_ROOT / "examples" / f"{name}.yaml") for name in EXAMPLES]
     load_examples(kube_cluster, files)
+    # A capacity probe on the test driver's devices, in a ConfigMap of the release
+    # namespace beside the chart's (whose capacityProbes is empty by default).
+    kube_cluster.apply(capacity_probes(namespace, setting("DRAVIEW_NODE_DEVICE_CLASS")))
 
     def two_targets() -> list[dict[str, Any]] | None:
         found = service_targets(kube_cluster, namespace, service)
@@ -76,7 +80,8 @@ def prometheus(
                   lambda: len(prom.query('up{job="draview"} == 1')) == 2, timeout=90)  # fmt: skip
         prom.wait("the leader's pool gauges",
                   lambda: prom.query('draview_leader == 1')
-                  and prom.query('draview_pool_devices'), timeout=60)  # fmt: skip
+                  and prom.query('draview_pool_devices')
+                  and prom.query('draview_capacity_fit_min'), timeout=60)  # fmt: skip
         # A few more samples, so that every rate() has two points.
         prom.wait("two samples of every series",
                   lambda: prom.query('count_over_time(up{job="draview"}[1m]) >= 4'))  # fmt: skip
@@ -84,6 +89,7 @@ def prometheus(
     finally:
         prom.stop()
         kube_cluster.run("delete", "-f", ",".join(files), "--ignore-not-found", "--wait=false")
+        kube_cluster.run("delete", "configmap", "probes", "-n", namespace, "--ignore-not-found")
 
 
 def test_both_pods_are_scraped_and_one_leads(prometheus: Prometheus) -> None:
