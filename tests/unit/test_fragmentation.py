@@ -177,3 +177,19 @@ def test_capacity_left_on_one_device_only_is_no_fragmentation() -> None:
         parse_quantity("10G"),
         "nic-0",  # a tie goes to the first name
     )
+
+
+def test_describe_reads_the_pool_status_shareable_capacity_included(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    nic = ["describe", "resourceslice", "net-node-2-nic.example.com-t5r1n"]
+    code = main([*nic, "-f", str(EXAMPLES / "shareable-nic.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (
+        "capacity bandwidth: 175G left on the shareable devices, the most left on one is 100G "
+        "(nic-0): 75G no single share can use"
+    ) in out
+    code = main([*nic, "-f", str(EXAMPLES / "shareable-nic.yaml"), "-o", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["fragmentation"] == _pool_fragmentation("shareable-nic.yaml")

@@ -10,6 +10,7 @@ from typing import Any
 
 from draview.api.attrvalues import text as attribute_text
 from draview.api.slices import Device, ResourceSlice
+from draview.api.status import FragmentStatus
 from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError
 from draview.cli.dra.rbac import Visibility
@@ -17,7 +18,7 @@ from draview.cli.dra.render import Doc, caps_text, counter_lines
 from draview.cli.dra.scope import Scope
 from draview.cli.dra.source import Source, Statuses
 from draview.cli.output import dump
-from draview.engine.fragmentation import fragments
+from draview.engine.fragmentation import fragments, status_entries
 from draview.engine.node_match import device_reaches, slice_may_reach
 
 KINDS = {
@@ -372,47 +373,46 @@ def fragmentation_lines(
     pool_body: dict[str, Any],
     pool_slices: Callable[[], Sequence[tuple[ResourceSlice, set[str] | None]]],
     st: Statuses,
-) -> list[dict[str, Any]]:
-    """Free counter capacity no single allocatable device can use (engine/fragmentation.py),
-    under a `Fragmentation` heading; the same as data for -o yaml|json. `pool_slices`:
-    the pool's slices, each with the names of the devices that count (None: all), read
-    only for a pool with counters."""
-    if not pool_body.get("counterSets"):
-        return []
-    devices: list[tuple[Device, str]] = []
-    for s, names in pool_slices():
-        states = {
-            d["name"]: d["state"]
-            for d in ((st.slice_status(s.name) or {}).get("status") or {}).get("devices") or []
-        }
-        devices.extend(
-            (d, states.get(d.name, "")) for d in s.devices if names is None or d.name in names
-        )
-    found = fragments(pool_body["counterSets"], devices)
-    if not found:
+) -> list[FragmentStatus]:
+    """Free capacity no single device can use, under a `Fragmentation` heading; the same
+    entries as data for -o yaml|json. They are the pool status's `fragmentation`; a pool
+    status without it, from an operator older than the field or one where nothing is
+    fragmented, is worked out here from the pool's counters and its slices' device states
+    (`pool_slices`: each slice with the names of the devices that count, None for all)."""
+    entries: list[FragmentStatus] | None = pool_body.get("fragmentation")
+    if entries is None and pool_body.get("counterSets"):
+        devices: list[tuple[Device, str]] = []
+        for s, names in pool_slices():
+            states = {
+                d["name"]: d["state"]
+                for d in ((st.slice_status(s.name) or {}).get("status") or {}).get("devices") or []
+            }
+            devices.extend(
+                (d, states.get(d.name, "")) for d in s.devices if names is None or d.name in names
+            )
+        entries = status_entries(fragments(pool_body["counterSets"], devices), [])
+    if not entries:
         return []
     doc.head(level, "Fragmentation")
-    out = []
-    for f in found:
-        if f.largest is None:
-            text = f"{f.available} available, no allocatable device takes any of it"
-        else:
-            text = (
-                f"{f.available} available, the most one allocatable device takes is "
-                f"{f.largest} ({f.device}): {f.unusable} no single device can use"
-            )
-        doc.line(level + 1, f"{f.counter_set}/{f.counter}: {text}")
-        out.append(
-            {
-                "counterSet": f.counter_set,
-                "counter": f.counter,
-                "available": str(f.available),
-                "largestDevice": f.device,
-                "largest": None if f.largest is None else str(f.largest),
-                "unusable": str(f.unusable),
-            }
+    for e in entries:
+        doc.line(level + 1, _fragment_text(e))
+    return entries
+
+
+def _fragment_text(e: FragmentStatus) -> str:
+    if "capacity" in e:
+        return (
+            f"capacity {e['capacity']}: {e['available']} left on the shareable devices, the "
+            f"most left on one is {e.get('largest')} ({e.get('largestDevice')}): "
+            f"{e['unusable']} no single share can use"
         )
-    return out
+    where = f"{e.get('counterSet')}/{e.get('counter')}"
+    if "largest" not in e:
+        return f"{where}: {e['available']} available, no allocatable device takes any of it"
+    return (
+        f"{where}: {e['available']} available, the most one allocatable device takes is "
+        f"{e['largest']} ({e.get('largestDevice')}): {e['unusable']} no single device can use"
+    )
 
 
 def run(args: argparse.Namespace, source: Source) -> int:
