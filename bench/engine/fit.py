@@ -28,8 +28,10 @@ from draview.api.workload import read_workload  # noqa: E402
 from draview.api.world import build_world, iter_objects  # noqa: E402
 from draview.cel import CelEngine  # noqa: E402
 from draview.engine.model import EngineOptions  # noqa: E402
+from draview.engine.pools import group_slices  # noqa: E402
 from draview.engine.world import compute_world  # noqa: E402
 from draview.explain.fit import fit  # noqa: E402
+from draview.explain.probes import pool_relevant, pool_signature, selectors  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 TARGET_S = 2.0  # issue 40, point 6
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             answer = fit(world, workload, options, results=results, cel=cel)
             times.append(clock() - start)
     assert answer is not None
+    probe = _probe_costs(world, workload, clock)
     report = {
         "clock": args.clock,
         "nodes": len({n for r in results if r.prepared for v in r.prepared.views for n in v.nodes}),
@@ -88,12 +91,36 @@ def main(argv: list[str] | None = None) -> int:
         "searches": answer.searches,
         "target_s": TARGET_S,
         "next": answer.blocker,
+        **probe,
     }
     Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     for key, value in report.items():
         print(f"{key:>16}: {value}")
     return 0
+
+
+def _probe_costs(world: Any, workload: Any, clock: Any) -> dict[str, Any]:
+    """What a capacity probe for this claim costs the operator per pool a batch judged
+    (controller/capacity.py): whether the pool counts for the probe, with its slices
+    seen before (a claim change: a signature compared) and new (its devices' selectors
+    evaluated). A change to a pool that counts then costs a warm `fit` (fit_warm_s)."""
+    by_pool = group_slices(world.slices)
+    classes = {c.name: c for c in world.classes}
+    sels = selectors(workload, classes)
+    cel = CelEngine()
+    start = clock()
+    seen = {k: (pool_signature(v), pool_relevant(sels, v, cel)) for k, v in by_pool.items()}
+    new = clock() - start
+    start = clock()
+    counted = sum(seen[k][1] for k, v in by_pool.items() if seen[k][0] == pool_signature(v))
+    cached = clock() - start
+    return {
+        "probe_pools": len(by_pool),
+        "probe_pools_counted": counted,
+        "probe_new_pool_ms": round(1000 * new / len(by_pool), 3),
+        "probe_seen_pool_us": round(1e6 * cached / len(by_pool), 2),
+    }
 
 
 if __name__ == "__main__":

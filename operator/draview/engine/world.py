@@ -37,7 +37,7 @@ def compute_world(
     # allocatable, and vanishing would hide that from whoever watches the pool.
     unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}
     keys = sorted(by_pool.keys() | unreadable)
-    nodes = _nodes(world)
+    nodes = _same_nodes(_nodes(world), earlier)
 
     rules = rules_for((options or EngineOptions()).profile)
     kept = (
@@ -94,6 +94,19 @@ def _nodes(world: World) -> Sequence[NodeInfo]:
         {n.name: n.labels for n in world.nodes},
         {n.name: n.declared for n in world.nodes if n.declared is not None},
     )
+
+
+def _same_nodes(nodes: Sequence[NodeInfo], earlier: Sequence[PoolResult]) -> Sequence[NodeInfo]:
+    """The earlier results' nodes when they are these: a pool's prepared views serve only
+    the very nodes object they were made for (PreparedPool.serves), and `fit` judges the
+    world again with the same nodes built anew."""
+    for r in earlier:
+        if r.prepared is not None:
+            before = r.prepared.nodes
+            if before is not nodes and type(before) is type(nodes) and before == nodes:
+                return before
+            break
+    return nodes
 
 
 def world_objects(world: World, options: EngineOptions | None = None) -> list[dict[str, Any]]:
