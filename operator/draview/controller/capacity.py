@@ -2,7 +2,8 @@
 slices change, in a CapacityProbe object each and as metrics.
 
 Definitions come from ConfigMaps in the operator's namespace that carry the probes
-label (api/probes.py; the chart renders one from `capacityProbes:`). They are read
+label (probe_source.py, api/probes.py; the chart renders one from `capacityProbes:`).
+They are read
 again every `reload` seconds, with the ResourceClaimTemplates they name: a ConfigMap,
 not a custom resource, because the chart installs draview's CRDs itself, and Helm
 refuses a release whose manifests hold a resource of a kind it does not know yet; and
@@ -12,8 +13,8 @@ After each batch, a probe is asked again only when a pool it depends on was judg
 forgotten (explain/probes.py says which pools those are), or its definition, the
 DeviceClasses or the profile changed. Asking is `fit` (explain/fit.py) on those pools
 alone, off the event loop in a worker thread, on inputs taken on the loop and never
-changed in place. Only the leader asks and writes, behind the same fence as the status
-objects; objects of probes no longer defined are deleted.
+changed in place. Only the leader asks and writes (probe_objects.py), behind the same
+fence as the status objects.
 """
 
 from __future__ import annotations
@@ -26,21 +27,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from draview.api.probes import ProbeProblem, ProbeSpec, read_configmap, unique, workload_of
-from draview.api.status import API_GROUP, CAPACITY_PROBE_KIND, CAPACITY_PROBE_PLURAL, CRD_VERSION
+from draview.api.probes import ProbeProblem, ProbeSpec, workload_of
 from draview.api.taints import DeviceClass
 from draview.api.workload import Workload, WorkloadError
 from draview.api.world import World
 from draview.cel import CelEngine
 from draview.controller import metrics
-from draview.controller.kube import list_pages
-from draview.controller.mergepatch import merge_diff
+from draview.controller.logs import Once
+from draview.controller.probe_objects import ProbeObjects
+from draview.controller.probe_source import ProbeSource, error_text
 from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler, Settings
-from draview.controller.status_requests import REQUEST_ERRORS, NotLeader, StatusRequests
+from draview.controller.status_requests import StatusRequests
 from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.explain.fit import FitError, fit
@@ -60,8 +60,6 @@ from draview.explain.probes import (
 
 log = logging.getLogger("draview.capacity")
 
-LABEL = "draview.io/capacity-probes"
-MANAGED = {"app.kubernetes.io/managed-by": "draview"}
 # CEL results a probe keeps between askings (each device once per selector).
 CEL_RESULTS = 500_000
 # Pools looked at between two yields to the event loop.
@@ -89,59 +87,6 @@ class _Probe:
     answer: Answer | None = None
 
 
-@dataclass
-class _Object:
-    spec: dict[str, Any]
-    status: dict[str, Any]
-
-
-class ProbeSource:
-    """Reads the definitions: the labelled ConfigMaps of one namespace and the templates
-    they name."""
-
-    def __init__(self, api: client.ApiClient, namespace: str, claim_version: str) -> None:
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.namespace = namespace
-        self.claim_version = claim_version
-
-    async def read(
-        self,
-    ) -> tuple[dict[str, ProbeSpec], list[ProbeProblem], dict[tuple[str, str], Any]]:
-        found = await self.core.list_namespaced_config_map(self.namespace, label_selector=LABEL)
-        specs: list[ProbeSpec] = []
-        problems: list[ProbeProblem] = []
-        for cm in found.items:
-            obj = {
-                "metadata": {"namespace": cm.metadata.namespace, "name": cm.metadata.name},
-                "data": cm.data or {},
-            }
-            got, bad = read_configmap(obj)
-            specs += got
-            problems += bad
-        by_name, twice = unique(specs)
-        templates: dict[tuple[str, str], Any] = {}
-        for spec in by_name.values():
-            if spec.template is not None and spec.template not in templates:
-                templates[spec.template] = await self._template(*spec.template)
-        return by_name, problems + twice, templates
-
-    async def _template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-                "resource.k8s.io",
-                self.claim_version,
-                namespace,
-                "resourceclaimtemplates",
-                name,
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return {"metadata": obj.get("metadata", {}), "spec": obj.get("spec")}
-
-
 class CapacityProbes:
     def __init__(
         self,
@@ -162,10 +107,10 @@ class CapacityProbes:
         self._classes: tuple[DeviceClass, ...] = ()
         # What each CapacityProbe object holds, as far as this replica knows (None:
         # not read since it became leader).
-        self.objects: dict[str, _Object] | None = None
+        self.once = Once(log)
+        self.objects = ProbeObjects(requests, self.once)
         self._exported: set[str] = set()
         self._node_series: dict[str, set[str]] = {}
-        self._said: set[str] = set()  # problems logged once each
         # Until the definitions are first read, no object is written or deleted.
         self.loaded = False
 
@@ -178,23 +123,23 @@ class CapacityProbes:
             except asyncio.CancelledError:
                 raise
             except ApiException as exc:  # read again next time; said once
-                why = _text(exc)
+                why = error_text(exc)
                 if exc.status == 403 and self.source is not None:
                     why = (
                         f"RBAC forbids listing ConfigMaps in {self.source.namespace} (the "
                         "chart's Role <release>-probes grants it; --capacity-probes=false "
                         "turns probes off)"
                     )
-                self._say("read", f"cannot read capacity probe definitions: {why}")
+                self.once.say("read", f"cannot read capacity probe definitions: {why}")
             except Exception as exc:
-                self._say("read", f"cannot read capacity probe definitions: {_text(exc)}")
+                self.once.say("read", f"cannot read capacity probe definitions: {error_text(exc)}")
             await asyncio.sleep(every)
 
     async def reload(self) -> None:
         if self.source is None:
             return
         specs, problems, templates = await self.source.read()
-        self._said.discard("read")
+        self.once.clear("read")
         self.define(specs, problems, templates)
 
     def define(
@@ -207,7 +152,7 @@ class CapacityProbes:
         starts over; one no longer defined goes (with its series and, once the leader
         next writes, its object)."""
         for p in problems:
-            self._say(str(p), f"capacity probe definition skipped: {p}")
+            self.once.say(str(p), f"capacity probe definition skipped: {p}")
         self.problems = list(problems)
         for name in [n for n in self.probes if n not in specs]:
             del self.probes[name]
@@ -232,7 +177,7 @@ class CapacityProbes:
         try:
             return _Probe(spec, workload_of(spec, template), "")
         except WorkloadError as exc:
-            self._say(f"{spec.name}:{exc}", f"capacity probe {spec.name}: {exc}")
+            self.once.say(f"{spec.name}:{exc}", f"capacity probe {spec.name}: {exc}")
             return _Probe(spec, None, str(exc))
 
     # -- asking -------------------------------------------------------------------------
@@ -250,13 +195,13 @@ class CapacityProbes:
 
     async def round(self) -> None:
         if not self.role.leader or not self.role.synced:
-            if self.objects is not None or self._exported:
+            if self.objects.held is not None or self._exported:
                 self.step_down()
             return
         if not self.loaded:
             return
-        if self.objects is None:
-            self.objects = await self._load()
+        if self.objects.held is None:
+            await self.objects.load()
             for p in self.probes.values():
                 p.due = True
         await self._mark_due()
@@ -271,7 +216,12 @@ class CapacityProbes:
             took = time.monotonic() - began
             probe.not_before = began + took / SHARE
             self._export(name, probe)
-        await self._write()
+        wanted = {
+            name: (p.spec.spec(), dict(p.answer.status))
+            for name, p in self.probes.items()
+            if p.answer is not None
+        }
+        await self.objects.write(wanted, lambda name: name in self.probes)
 
     async def _mark_due(self) -> None:
         rec = self.reconciler
@@ -351,7 +301,7 @@ class CapacityProbes:
             return failed(str(exc), profile)
         except Exception as exc:  # a bug met by one probe: the others go on
             log.exception("capacity probe failed", extra={"probe": p.spec.name})
-            return failed(f"draview could not answer: {_text(exc)}", profile)
+            return failed(f"draview could not answer: {error_text(exc)}", profile)
         metrics.CAPACITY_SECONDS.observe(time.perf_counter() - began)
         log.debug(
             "capacity probe asked",
@@ -406,80 +356,12 @@ class CapacityProbes:
         """No longer the leader: the new one asks, writes and exports."""
         for name in list(self._exported):
             self._unexport(name)
-        self.objects = None
+        self.objects.forget()
         for p in self.probes.values():
             p.seen.clear()
             p.pools.clear()
             p.due = True
             p.answer = None
-
-    async def _load(self) -> dict[str, _Object]:
-        """The CapacityProbe objects on the server (this replica's predecessors' too)."""
-        out: dict[str, _Object] = {}
-        async for page in list_pages(
-            self.requests.api, CRD_VERSION, CAPACITY_PROBE_PLURAL, group=API_GROUP
-        ):
-            for item in page:
-                meta = item.get("metadata", {})
-                if (meta.get("labels") or {}).items() >= MANAGED.items():
-                    out[meta["name"]] = _Object(item.get("spec") or {}, item.get("status") or {})
-        return out
-
-    async def _write(self) -> None:
-        """Create, change or delete the objects whose content differs from the answers."""
-        objects = self.objects
-        if objects is None:
-            return
-        for name in [n for n in objects if n not in self.probes]:
-            if await self._send(
-                name, "delete", self.requests.delete((CAPACITY_PROBE_PLURAL, name))
-            ):
-                objects.pop(name, None)
-        for name, p in list(self.probes.items()):  # definitions may change meanwhile
-            if p.answer is None:
-                continue
-            spec, status = p.spec.spec(), dict(p.answer.status)
-            have = objects.get(name)
-            if have is None:
-                body = _body(name, spec, status)
-                key = (CAPACITY_PROBE_PLURAL, name)
-                if await self._send(name, "create", self.requests.create(key, body)):
-                    objects[name] = _Object(spec, status)
-                continue
-            if have.spec != spec:
-                patch = {"metadata": {"labels": MANAGED}, "spec": merge_diff(have.spec, spec)}
-                if await self._send(
-                    name, "patch", self.requests.patch(CAPACITY_PROBE_PLURAL, name, patch)
-                ):
-                    have.spec = spec
-            if have.status != status:
-                diff = merge_diff(have.status, status)
-                write = self.requests.patch_status(CAPACITY_PROBE_PLURAL, name, diff)
-                if await self._send(name, "status", write):
-                    have.status = status
-
-    async def _send(self, name: str, what: str, request: Any) -> bool:
-        try:
-            await request
-        except NotLeader:
-            return False
-        except ApiException as exc:
-            if exc.status == 404 and what != "create":
-                if self.objects is not None:
-                    self.objects.pop(name, None)  # gone (someone deleted it): made again
-                return what == "delete"
-            self._say(f"write:{name}", f"cannot {what} CapacityProbe {name}: {_text(exc)}")
-            return False
-        except REQUEST_ERRORS as exc:
-            self._say(f"write:{name}", f"cannot {what} CapacityProbe {name}: {_text(exc)}")
-            return False
-        self._said.discard(f"write:{name}")
-        return True
-
-    def _say(self, key: str, message: str) -> None:
-        if key not in self._said:
-            self._said.add(key)
-            log.warning(message)
 
 
 def _fit(
@@ -494,22 +376,6 @@ def _fit(
     return fit(world, workload, options, count=count, results=results, cel=cel)
 
 
-def _body(name: str, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{API_GROUP}/{CRD_VERSION}",
-        "kind": CAPACITY_PROBE_KIND,
-        "metadata": {"name": name, "labels": dict(MANAGED)},
-        "spec": spec,
-        "status": status,
-    }
-
-
 def _drop(gauge: Any, *labels: str) -> None:
     with contextlib.suppress(KeyError):  # never exported
         gauge.remove(*labels)
-
-
-def _text(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"{exc.status} {exc.reason}"
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -62,3 +62,20 @@ def setup(level: str, fmt: str) -> None:
     if root.level > logging.DEBUG:
         for name in ("kopf", "aiohttp.access"):
             logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class Once:
+    """Warnings said once per key until cleared: a failure that repeats every round is
+    one log line, and one more after it went away and came back."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self.said: set[str] = set()
+
+    def say(self, key: str, message: str) -> None:
+        if key not in self.said:
+            self.said.add(key)
+            self.log.warning(message)
+
+    def clear(self, key: str) -> None:
+        self.said.discard(key)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from kubernetes_asyncio import client
 
 from draview.controller import kube, kubeconfig, metrics, watch
-from draview.controller.capacity import ProbeSource
 from draview.controller.core import Controller, Settings
 from draview.controller.health import serve
 from draview.controller.informers import Informer, build_informers
@@ -27,6 +26,7 @@ from draview.controller.leader import LeaderElector
 from draview.controller.lifecycle import chain_signals, shutdown, wait_for_stop
 from draview.controller.node_index import reads_node_status
 from draview.controller.pod_events import NotReadyReporter, own_pod
+from draview.controller.probe_source import ProbeSource
 from draview.controller.ratelimit import TokenBucket
 from draview.controller.startup import cluster_profile, discover, event_posters, refuse
 from draview.controller.sync import Syncer
