@@ -245,10 +245,19 @@ class StatusRequests:
 
     async def patch(self, plural: str, name: str, body: dict[str, Any]) -> str | None:
         """A merge patch of the object itself (its spec, its labels)."""
+        return await self._merge(self.api.patch_cluster_custom_object, plural, name, body)
+
+    async def patch_status(self, plural: str, name: str, status: dict[str, Any]) -> str | None:
+        """A merge patch of the status subresource (the whole status, or what changed)."""
+        fn = self.api.patch_cluster_custom_object_status
+        return await self._merge(fn, plural, name, {"status": status})
+
+    async def _merge(self, fn: Any, plural: str, name: str, body: dict[str, Any]) -> str | None:
+        """The resourceVersion after a merge patch by `fn` (None: the answer names none)."""
         found = await self._call(
             "patch",
             plural,
-            self.api.patch_cluster_custom_object,
+            fn,
             API_GROUP,
             CRD_VERSION,
             plural,
@@ -258,22 +267,6 @@ class StatusRequests:
             want_body=True,
         )
         return resource_version(found)
-
-    async def patch_status(self, plural: str, name: str, status: dict[str, Any]) -> str | None:
-        """A merge patch of the status subresource (the whole status, or what changed)."""
-        body = await self._call(
-            "patch",
-            plural,
-            self.api.patch_cluster_custom_object_status,
-            API_GROUP,
-            CRD_VERSION,
-            plural,
-            name,
-            Plain(status=status),
-            _content_type=MERGE,
-            want_body=True,
-        )
-        return resource_version(body)
 
     async def update_status(self, plural: str, obj: dict[str, Any], version: str) -> str | None:
         """The new resourceVersion ("" when the answer names none); None when a merge
