@@ -263,12 +263,10 @@ class CapacityProbes:
             return was
         signature = pool_signature(slices)
         seen = p.seen.get(key)
-        if p.every:
-            counts = True
-        elif seen is not None and seen[0] == signature:
+        if seen is not None and seen[0] == signature:
             counts = seen[1]
         else:
-            counts = pool_relevant(p.selectors, slices, p.cel)
+            counts = p.every or pool_relevant(p.selectors, slices, p.cel)
             p.seen[key] = (signature, counts)
         # A pool some node's allocator aborts on counts whatever it holds.
         if counts or result.errors.allocator:

@@ -1,0 +1,68 @@
+"""Which capacity probes a round asks again (controller/capacity.py), in process: the
+controller's real store and reconciler, no API server (nothing here is written)."""
+
+from __future__ import annotations
+
+from builders import DRIVER, device, device_class, rslice
+from test_controller_batches import controller
+
+from draview.api.probes import ProbeSpec
+
+NIC = "nic.example.com"
+
+
+def claim(mode: str = "ExactCount") -> dict[str, object]:
+    request = {"name": "r", "exactly": {"deviceClassName": DRIVER, "allocationMode": mode}}
+    return {"devices": {"requests": [request]}}
+
+
+async def test_a_probe_is_asked_again_only_when_a_pool_it_counts_on_changes() -> None:
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    ctl.ingest.slice_event("ADDED", rslice("gpus", [device("g0"), device("g1")], pool="gpus"))
+    ctl.ingest.slice_event("ADDED", rslice("nics", [device("n0")], pool="nics", driver=NIC))
+    gpus, nics = (DRIVER, "gpus"), (NIC, "nics")
+    ctl.reconciler.compute([gpus, nics])
+    cap = ctl.capacity
+    probes = {
+        "one": ProbeSpec("one", "ns/cm:k", claim=claim()),
+        # All matching devices: refused where any pool is incomplete, so every pool counts.
+        "all": ProbeSpec("all", "ns/cm:k", claim=claim("All")),
+    }
+    cap.define(probes, [], {})
+    await cap._mark_due()
+    assert cap.probes["one"].pools == {gpus}
+    assert cap.probes["all"].pools == {gpus, nics}
+    answer = await cap._ask(cap.probes["one"])
+    assert (answer.copies, answer.max_copies, answer.bounded) == (2, 2, False)
+
+    def due() -> set[str]:
+        return {n for n, p in cap.probes.items() if p.due}
+
+    for p in cap.probes.values():
+        p.due = False
+    await cap._mark_due()
+    assert due() == set(), "nothing was judged since"
+    ctl.reconciler.compute([nics])
+    await cap._mark_due()
+    assert due() == {"all"}
+    for p in cap.probes.values():
+        p.due = False
+    ctl.reconciler.compute([gpus])
+    await cap._mark_due()
+    assert due() == {"one", "all"}
+
+
+async def test_a_bad_probe_answers_with_its_error_and_the_others_go_on() -> None:
+    ctl, _ = controller()
+    ctl.ingest.slice_event("ADDED", rslice("gpus", [device("g0")], pool="gpus"))
+    ctl.reconciler.compute([(DRIVER, "gpus")])
+    cap = ctl.capacity
+    missing = ProbeSpec("tmpl", "ns/cm:k", template=("ml", "nope"), namespace="ml")
+    unknown = ProbeSpec("unknown", "ns/cm:k", claim=claim())  # no such DeviceClass yet
+    cap.define({"tmpl": missing, "unknown": unknown}, [], {("ml", "nope"): None})
+    await cap._mark_due()
+    bad = await cap._ask(cap.probes["tmpl"])
+    assert bad.copies is None and 'resourceclaimtemplate "nope" not found' in bad.status["error"]
+    unasked = await cap._ask(cap.probes["unknown"])
+    assert unasked.copies is None and DRIVER in unasked.status["error"]
