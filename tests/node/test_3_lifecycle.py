@@ -126,8 +126,8 @@ def test_uninstall_keeps_the_crds_and_the_status(release: Release) -> None:
     assert before
     release.helm("uninstall", release.name, "--namespace", release.namespace, "--wait")
     k.wait_for("the operator's Pods to go", lambda: not release.pods(), timeout=120)
-    for crd in ("resourceslicestatuses.draview.io", "resourcepoolstatuses.draview.io"):
-        k.get("crd", crd)
+    for plural in ("resourceslicestatuses", "resourcepoolstatuses", "capacityprobes"):
+        k.get("crd", f"{plural}.draview.io")
     after = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
     assert {p["metadata"]["name"] for p in after} == {p["metadata"]["name"] for p in before}
 
