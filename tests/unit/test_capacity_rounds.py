@@ -4,6 +4,7 @@ controller's real store and reconciler, no API server (nothing here is written).
 from __future__ import annotations
 
 from builders import DRIVER, device, device_class, rslice
+from prometheus_client import REGISTRY
 from test_controller_batches import controller
 
 from draview.api.probes import ProbeSpec
@@ -66,3 +67,9 @@ async def test_a_bad_probe_answers_with_its_error_and_the_others_go_on() -> None
     assert bad.copies is None and 'resourceclaimtemplate "nope" not found' in bad.status["error"]
     unasked = await cap._ask(cap.probes["unknown"])
     assert unasked.copies is None and DRIVER in unasked.status["error"]
+    # Both count as probes that cannot be asked; neither exports a count.
+    for name, found in (("tmpl", bad), ("unknown", unasked)):
+        cap.probes[name].answer = found
+        cap._export(name, cap.probes[name])
+    assert REGISTRY.get_sample_value("draview_capacity_probe_errors") == 2
+    assert REGISTRY.get_sample_value("draview_capacity_fit", {"probe": "unknown"}) is None

@@ -37,7 +37,7 @@ from draview.cel import CelEngine
 from draview.controller import metrics
 from draview.controller.logs import Once
 from draview.controller.probe_objects import ProbeObjects
-from draview.controller.probe_source import ProbeSource, error_text
+from draview.controller.probe_source import ProbeSource, Templates, error_text
 from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler, Settings
 from draview.controller.status_requests import StatusRequests
@@ -97,16 +97,13 @@ class CapacityProbes:
     ) -> None:
         self.role = role
         self.reconciler = reconciler
-        self.requests = requests
         self.options: EngineOptions = settings.engine
         self.interval = settings.batch_interval
         self.probes: dict[str, _Probe] = {}
         self.problems: list[ProbeProblem] = []
         self.source: ProbeSource | None = None
-        self._templates: dict[tuple[str, str], Any] = {}
+        self._templates: Templates = {}
         self._classes: tuple[DeviceClass, ...] = ()
-        # What each CapacityProbe object holds, as far as this replica knows (None:
-        # not read since it became leader).
         self.once = Once(log)
         self.objects = ProbeObjects(requests, self.once)
         self._exported: set[str] = set()
@@ -146,7 +143,7 @@ class CapacityProbes:
         self,
         specs: Mapping[str, ProbeSpec],
         problems: list[ProbeProblem],
-        templates: Mapping[tuple[str, str], Any],
+        templates: Templates,
     ) -> None:
         """Take the definitions read: a probe whose definition or template changed
         starts over; one no longer defined goes (with its series and, once the leader
@@ -169,9 +166,14 @@ class CapacityProbes:
             self.probes[name] = self._probe(spec, template)
         self._templates = dict(templates)
         self.loaded = True
-        metrics.CAPACITY_PROBE_ERRORS.set(
-            len(self.problems) + sum(1 for p in self.probes.values() if p.error)
+        self._count_errors()
+
+    def _count_errors(self) -> None:
+        """Definitions that cannot be read, and probes that cannot be asked."""
+        unasked = sum(
+            1 for p in self.probes.values() if p.error or (p.answer and p.answer.copies is None)
         )
+        metrics.CAPACITY_PROBE_ERRORS.set(len(self.problems) + unasked)
 
     def _probe(self, spec: ProbeSpec, template: Any) -> _Probe:
         try:
@@ -334,9 +336,7 @@ class CapacityProbes:
         for node, copies in nodes.items():
             metrics.CAPACITY_NODE_FIT.labels(name, node).set(copies)
         self._node_series[name] = set(nodes)
-        metrics.CAPACITY_PROBE_ERRORS.set(
-            len(self.problems) + sum(1 for q in self.probes.values() if q.error)
-        )
+        self._count_errors()
 
     def _unexport(self, name: str) -> None:
         for g in (
