@@ -85,3 +85,13 @@ def test_profile_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     s = load()
     assert (s.kubernetes_version, s.feature_gates) == ("v1.35.4", "DRADeviceTaints=true")
     assert load("--kubernetes-version", "1.36").kubernetes_version == "1.36"
+
+
+def test_the_flags_table_of_docs_operator_md_is_every_flag() -> None:
+    # docs/operator.md says its table is checked against `draview run --help`: every flag
+    # there with its variable, none that does not exist.
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+    rows = [line.split("|") for line in page.splitlines() if line.startswith("| `--")]
+    documented = {r[1].strip().strip("`"): r[2].split("`")[1] for r in rows}
+    flags = {settings.flag(n): settings.env_name(n) for n in settings.RunSettings.model_fields}
+    assert documented == flags
