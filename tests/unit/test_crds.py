@@ -313,6 +313,8 @@ def test_the_crd_identity_is_written_in_api_status_only() -> None:
         if path != package / "api" / "status.py"
         for line, text in _literals(path)
         if text in exact or any(p in text for p in ALL_KINDS.values())
+        # The explain API's group (explain.draview.io) has a version of its own.
+        if not (path == package / "api" / "explanations.py" and text == api.CRD_VERSION)
     ]
     assert found == []
 

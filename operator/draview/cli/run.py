@@ -61,7 +61,7 @@ def one_line(exc: BaseException) -> str:
 
 def _config(s: run_settings.RunSettings) -> RunConfig:
     from draview.controller.core import Settings
-    from draview.controller.operator_main import RunConfig
+    from draview.controller.operator_main import ExplainConfig, RunConfig
     from draview.engine.model import EngineOptions
 
     return RunConfig(
@@ -79,6 +79,7 @@ def _config(s: run_settings.RunSettings) -> RunConfig:
             max_object_bytes=s.max_object_bytes,
             capacity_probes=s.capacity_probes,
             capacity_reload=s.capacity_reload,
+            explain_api=s.explain_port > 0,
         ),
         kubernetes_version=s.kubernetes_version,
         feature_gates=parse_gates(s.feature_gates) if s.feature_gates is not None else None,
@@ -97,4 +98,7 @@ def _config(s: run_settings.RunSettings) -> RunConfig:
         renew_deadline=s.renew_deadline,
         retry_period=s.retry_period,
         shutdown_timeout=s.shutdown_timeout,
+        explain=ExplainConfig(s.explain_port, s.explain_cert_dir or "", s.explain_service, s.pod_ip)
+        if s.explain_port
+        else None,
     )

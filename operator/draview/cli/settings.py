@@ -113,6 +113,26 @@ class RunSettings(BaseSettings):
     capacity_reload: float = Field(
         10, gt=0, description="seconds between reads of the capacity probe definitions"
     )
+    explain_port: int = Field(
+        0,
+        ge=0,
+        lt=65536,
+        description="HTTPS port of the explain API (explain.draview.io, reached through the "
+        "API server's aggregation layer: kubectl dra why asks it); 0 turns it off",
+    )
+    explain_cert_dir: str | None = Field(
+        None, description="directory holding tls.crt and tls.key, the explain API's certificate"
+    )
+    explain_service: str | None = Field(
+        None,
+        description="Service in the Lease's namespace whose EndpointSlice the leader keeps "
+        "pointing at itself, for the explain API",
+    )
+    pod_ip: str | None = Field(
+        None,
+        validation_alias=AliasChoices("pod_ip", f"{PREFIX}POD_IP", "POD_IP"),
+        description="this replica's address in --explain-service's EndpointSlice (else POD_IP)",
+    )
     kubernetes_version: str | None = Field(
         None,
         description="judge as the scheduler of this release (1.34 to 1.37) instead of the "
@@ -140,6 +160,14 @@ class RunSettings(BaseSettings):
             make_profile(self.kubernetes_version, gates)
         else:  # the cluster's release decides the rest (startup.cluster_profile)
             check_gate_names(gates)
+        return self
+
+    @model_validator(mode="after")
+    def _explain_api(self) -> Self:
+        if self.explain_port and not self.explain_cert_dir:
+            raise ValueError("--explain-port needs --explain-cert-dir")
+        if self.explain_service and not (self.explain_port and self.pod_ip):
+            raise ValueError("--explain-service needs --explain-port and --pod-ip (or POD_IP)")
         return self
 
     @model_validator(mode="after")

@@ -134,6 +134,10 @@ class Explanations:
         self.post_slice_event = post_slice_event
         self.slice_reporter = SliceProblemReporter(threshold=settings.pending_threshold)
         self.sync = CatalogSync(reconciler)
+        # Held while the catalog is brought up to date and read: by a round, and by an
+        # answer of the explain API (explain_answers.py), which must not see a catalog
+        # half refreshed by the other.
+        self.lock = asyncio.Lock()
 
     async def run(self) -> None:
         while True:
@@ -150,16 +154,17 @@ class Explanations:
             return
         store = self.reconciler.store
         rules = store.rules()
-        due = await run_steps(
-            self.explainer.round(
-                store.pending_claims(),
-                lambda: self.sync.refresh(rules),  # only when some claim is explained
-                list(store.classes.values()),
-                rules,
-                version=(self.reconciler.judged, store.changes),
-                budget=EXPLAIN_BUDGET,
+        async with self.lock:
+            due = await run_steps(
+                self.explainer.round(
+                    store.pending_claims(),
+                    lambda: self.sync.refresh(rules),  # only when some claim is explained
+                    list(store.classes.values()),
+                    rules,
+                    version=(self.reconciler.judged, store.changes),
+                    budget=EXPLAIN_BUDGET,
+                )
             )
-        )
         for claim, message in due:
             if not self.role.leader or not self.writer.may_write():
                 return  # the round took long enough for the fence to close

@@ -135,6 +135,10 @@ class NodeIndex:
     def names(self) -> set[str]:
         return set(self._labels)
 
+    def labels_of(self, name: str) -> Mapping[str, str] | None:
+        """A node's labels; None for a node not known."""
+        return self._labels.get(name)
+
     def put(self, node: NodeInfo) -> set[PoolKey]:
         """A node added or changed; the pools whose judgement it may change: those
         offering it devices before or after (a node's view depends on its own labels,

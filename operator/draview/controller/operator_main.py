@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 
 from kubernetes_asyncio import client
 
-from draview.controller import kube, kubeconfig, metrics, watch
+from draview.controller import explain_api, kube, kubeconfig, metrics, watch
 from draview.controller.core import Controller, Settings
+from draview.controller.explain_answers import ClaimAnswers
+from draview.controller.explain_endpoint import LeaderEndpoint
 from draview.controller.health import serve
 from draview.controller.informers import Informer, build_informers
 from draview.controller.kopf_wiring import start_kopf
@@ -34,6 +36,17 @@ from draview.controller.writer import Writer
 from draview.engine.profile import Profile, ProfileError
 
 log = logging.getLogger("draview")
+
+
+@dataclass(frozen=True)
+class ExplainConfig:
+    """The explain API (explain_api.py): its port and certificate, and the Service whose
+    EndpointSlice the leader keeps (None: whoever installs it points a Service here)."""
+
+    port: int
+    cert_dir: str
+    service: str | None = None
+    address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,7 @@ class RunConfig:
     # (/metrics); set, they replace what the cluster says.
     kubernetes_version: str | None = None
     feature_gates: dict[str, bool] | None = None
+    explain: ExplainConfig | None = None
 
 
 async def run(cfg: RunConfig) -> int:
@@ -137,12 +151,15 @@ async def _run(
     if pod is not None:
         reporter = NotReadyReporter(api, pod, syncer.not_ready)
         tasks.append(asyncio.create_task(reporter.run(), name="not-ready-events"))
+    endpoint = _explain_api(api, cfg, ctl, tasks)
     if elector is not None:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
     else:
         syncer.become_leader()
     code = await wait_for_stop(stop, tasks)
     log.info("stopping")
+    if endpoint is not None and ctl.role.leader:
+        await endpoint.release()
     extra = [syncer.sync_task] if syncer.sync_task is not None else []
     await shutdown(ctl, elector, [*tasks, *extra], cfg.shutdown_timeout)
     await runner.cleanup()
@@ -166,6 +183,32 @@ def _start_tasks(
         asyncio.create_task(syncer.crd_probe_loop(), name="crd-probe"),
         *(asyncio.create_task(i.run(), name=f"watch-{i.plural}") for i in informers),
     ]
+
+
+def _explain_api(
+    api: client.ApiClient, cfg: RunConfig, ctl: Controller, tasks: list[asyncio.Task[None]]
+) -> LeaderEndpoint | None:
+    """Start the explain API's port, and the leader's EndpointSlice when there is one."""
+    e = cfg.explain
+    if e is None:
+        return None
+    answers = ClaimAnswers(ctl.role, ctl.reconciler, ctl.explanations, cfg.identity)
+    serving = explain_api.run(api, answers, cfg.bind_address, e.port, e.cert_dir)
+    tasks.append(asyncio.create_task(serving, name="explain-api"))
+    if e.service is None or e.address is None:
+        return None
+    pod = own_pod()
+    endpoint = LeaderEndpoint(
+        api,
+        ctl.role,
+        cfg.lease_namespace,
+        e.service,
+        e.address,
+        e.port,
+        None if pod is None else (pod[1], pod[2]),
+    )
+    tasks.append(asyncio.create_task(endpoint.run(), name="explain-endpoint"))
+    return endpoint
 
 
 def _elector(api: client.ApiClient, cfg: RunConfig, syncer: Syncer) -> LeaderElector:

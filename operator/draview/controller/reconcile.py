@@ -52,6 +52,8 @@ class Settings:
     # Capacity probes (controller/capacity.py): definitions read again this often.
     capacity_probes: bool = True
     capacity_reload: float = 10.0
+    # The explain API (explain_api.py) answers `kubectl dra why` from the judged pools.
+    explain_api: bool = False
     # No status object may serialize to more than this (engine/budget.py); the writer
     # enforces it (operator_main hands it over).
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
@@ -155,7 +157,8 @@ class Reconciler:
         # packing them costs CPU on every judgement and memory for every pool.
         self.results: dict[PoolKey, PoolResult] = {}
         self._packed: dict[PoolKey, _Packed] = {}
-        self._keep_bodies = settings.claim_events
+        # Explanations of pending claims read the bodies: Events, and the explain API.
+        self._keep_bodies = settings.claim_events or settings.explain_api
         self.pool_objects: dict[PoolKey, set[ObjKey]] = {}
         # Pools whose last judgement raised: their objects are kept, never pruned.
         self.broken: set[PoolKey] = set()

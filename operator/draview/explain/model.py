@@ -101,3 +101,45 @@ class ClaimExplanation:
         if self.constraint_problems:
             out["constraints"] = list(self.constraint_problems)
         return out
+
+
+def choice_from_dict(d: dict[str, Any]) -> ChoiceExplanation:
+    best = d.get("bestNode") or {}
+    return ChoiceExplanation(
+        request=d["request"],
+        device_class=d["deviceClassName"],
+        allocation_mode=d["allocationMode"],
+        count=d["count"],
+        admin_access=bool(d.get("adminAccess")),
+        selectors=list(d.get("selectors") or []),
+        error=d.get("error"),
+        runtime_errors=dict(d.get("runtimeErrors") or {}),
+        matched=d.get("matchedDevices", 0),
+        free=list(d.get("free") or []),
+        blocked={k: list(v) for k, v in (d.get("blocked") or {}).items()},
+        details=dict(d.get("details") or {}),
+        best_node=best.get("name"),
+        best_node_free=best.get("freeDevices", 0),
+        satisfiable=bool(d.get("satisfiable")),
+        reason=d.get("reason", ""),
+    )
+
+
+def from_dict(d: dict[str, Any]) -> ClaimExplanation:
+    """The inverse of ClaimExplanation.to_dict: an explanation the operator sent."""
+    namespace, _, name = str(d["claim"]).partition("/")
+    return ClaimExplanation(
+        namespace=namespace,
+        name=name,
+        allocated=bool(d["allocated"]),
+        node=d.get("node"),
+        requests=[
+            RequestExplanation(
+                r["name"], bool(r["firstAvailable"]), [choice_from_dict(c) for c in r["choices"]]
+            )
+            for r in d.get("requests") or []
+        ],
+        constraint_problems=list(d.get("constraints") or []),
+        verdict=d.get("verdict", ""),
+        summary=d.get("summary", ""),
+    )

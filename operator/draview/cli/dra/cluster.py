@@ -157,6 +157,11 @@ class Cluster(ABC):
     def transport(self) -> str:
         """How it is reached, for `version` and notes: 'API server' or 'kubectl'."""
 
+    def get_path(self, path: str, params: dict[str, str] | None = None) -> tuple[int, Any]:
+        """GET an API path: (HTTP status, the decoded JSON body or None). A transport
+        that cannot ask (kubectl's) answers (0, None)."""
+        return 0, None
+
     def progress_done(self) -> None:  # noqa: B027 (most transports show no progress)
         """A read ended: clear a progress line before anything else is printed."""
 

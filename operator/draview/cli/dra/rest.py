@@ -403,6 +403,13 @@ class Rest(Cluster):
             return False
         return bool(page.get("items"))
 
+    def get_path(self, path: str, params: dict[str, str] | None = None) -> tuple[int, Any]:
+        status, data = self.request("GET", path, params)
+        try:
+            return status, json.loads(data)
+        except ValueError:
+            return status, None
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         obj: dict[str, Any] = self._json(self._path(kind, name, namespace))
         _hide_managed_fields(obj)

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from draview.api.claims import ResourceClaim
+from draview.api.explanations import SHOWN_PER_REASON
 from draview.api.fastclaim import read_claim
 from draview.cli.dra.allocations import OPERATOR
 from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError
+from draview.cli.dra.operator_answer import Answer, ask
 from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.render import Doc
 from draview.cli.dra.source import Source, note
 from draview.cli.output import dump
-from draview.explain import DeviceIndex, Explainer, IndexedDevice
+from draview.explain import DeviceIndex, Explainer
 from draview.explain.model import ChoiceExplanation, ClaimExplanation
-
-SHOWN_PER_REASON = 5
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -48,15 +49,18 @@ def _claim(source: Source, name: str, namespace: str) -> tuple[dict[str, Any], R
     return raw, claim
 
 
-def _detail(d: IndexedDevice | None, reason: str, detail: str, vis: Visibility) -> str:
-    if reason == "Allocated" and d is not None:
-        text = vis.claims_text(dict(d.status))
+Statuses = Mapping[str, Mapping[str, Any]]  # device id -> its status (allocations)
+
+
+def _detail(status: Mapping[str, Any] | None, reason: str, detail: str, vis: Visibility) -> str:
+    if reason == "Allocated" and status is not None:
+        text = vis.claims_text(dict(status))
         return f"allocated to {text}" if text and not text.startswith("(") else f"allocated {text}"
     return detail
 
 
 def render_choice(
-    doc: Doc, level: int, c: ChoiceExplanation, by_id: dict[str, IndexedDevice], vis: Visibility
+    doc: Doc, level: int, c: ChoiceExplanation, statuses: Statuses, vis: Visibility
 ) -> None:
     doc.head(level, c.request)
     mode = "All" if c.allocation_mode == "All" else f"ExactCount, count {c.count}"
@@ -90,15 +94,14 @@ def render_choice(
         for reason, devs in sorted(c.blocked.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             doc.head(level + 2, f"{reason} ({len(devs)})")
             for dev in devs[:SHOWN_PER_REASON]:
-                detail = _detail(by_id.get(dev), reason, c.details.get(dev, ""), vis)
+                detail = _detail(statuses.get(dev), reason, c.details.get(dev, ""), vis)
                 doc.line(level + 3, f"- {dev}" + (f": {detail}" if detail != reason else ""))
             if len(devs) > SHOWN_PER_REASON:
                 doc.line(level + 3, f"- … {len(devs) - SHOWN_PER_REASON} more")
     doc.block(level + 1, [("Result", ("fits: " if c.satisfiable else "") + c.reason)])
 
 
-def render(exp: ClaimExplanation, index: DeviceIndex, vis: Visibility) -> str:
-    by_id = {d.id: d for d in index.devices}
+def render(exp: ClaimExplanation, statuses: Statuses, vis: Visibility) -> str:
     doc = Doc()
     doc.block(
         0,
@@ -116,9 +119,9 @@ def render(exp: ClaimExplanation, index: DeviceIndex, vis: Visibility) -> str:
         if r.prioritized:
             doc.head(1, f"{r.name} (firstAvailable, in order)")
             for c in r.choices:
-                render_choice(doc, 2, c, by_id, vis)
+                render_choice(doc, 2, c, statuses, vis)
         else:
-            render_choice(doc, 1, r.choices[0], by_id, vis)
+            render_choice(doc, 1, r.choices[0], statuses, vis)
     if exp.constraint_problems:
         doc.head(0, "Constraints")
         for p in exp.constraint_problems:
@@ -126,9 +129,25 @@ def render(exp: ClaimExplanation, index: DeviceIndex, vis: Visibility) -> str:
     return doc.text()
 
 
+def _print(exp: ClaimExplanation, statuses: Statuses, vis: Visibility, output: str) -> None:
+    if output in ("yaml", "json"):
+        sys.stdout.write(dump(exp.to_dict(), output))
+    else:
+        sys.stdout.write(render(exp, statuses, vis))
+
+
 def run(args: argparse.Namespace, source: Source) -> int:
     namespace = args.namespace or source.default_namespace()
     raw, claim = _claim(source, args.claim, namespace)
+    vis = Visibility(source.cluster)
+    if not claim.allocated and source.cluster is not None and not source.live:
+        asked = ask(source.cluster, namespace, args.claim, args.node)
+        if isinstance(asked, Answer):
+            note(asked.source)
+            _print(asked.explanation, asked.statuses, vis, args.output)
+            return 0
+        if asked is not None:
+            note(f"the draview operator did not answer ({asked}); computing the answer here")
     world, results, origin = source.claim_world(raw, claim)
     if origin == OPERATOR:
         note(f"allocations as recorded in {origin} (--live reads every claim)")
@@ -139,9 +158,5 @@ def run(args: argparse.Namespace, source: Source) -> int:
     exp = Explainer().explain(
         claim, index, world.classes, args.node, labels, results, world.taint_rules
     )
-    vis = Visibility(source.cluster)
-    if args.output in ("yaml", "json"):
-        sys.stdout.write(dump(exp.to_dict(), args.output))
-    else:
-        sys.stdout.write(render(exp, index, vis))
+    _print(exp, {d.id: d.status for d in index.devices}, vis, args.output)
     return 0

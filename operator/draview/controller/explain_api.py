@@ -1,0 +1,113 @@
+"""The explain API's HTTPS port: discovery for explain.draview.io and `get` of a
+ClaimExplanation (api/explanations.py), reached through the API server's aggregation
+layer (an APIService the chart installs).
+
+Discovery is served to anyone who reaches the port (the API server reads it to list the
+group, as it does for every aggregated API); an explanation only to a caller the front
+proxy names and the API server authorizes (front_proxy.py). The port starts once the
+front-proxy CA is read: until then there is no way to tell the API server from anyone
+else, and the APIService shows as unavailable, which says why."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from draview.api import explanations as api
+from draview.controller import front_proxy
+from draview.controller.explain_answers import ClaimAnswers
+from draview.controller.logs import Once
+
+log = logging.getLogger("draview.explain_api")
+
+# Seconds between attempts to read the front-proxy CA while it cannot be read.
+RETRY = 10.0
+
+
+def _json(code: int, body: dict[str, Any]) -> web.Response:
+    return web.json_response(body, status=code)
+
+
+def _fail(code: int, reason: str, message: str) -> web.Response:
+    return _json(code, api.status(code, reason, message))
+
+
+def app(
+    proxy: front_proxy.FrontProxy, answers: ClaimAnswers, kube: client.ApiClient
+) -> web.Application:
+    async def group_list(_: web.Request) -> web.Response:
+        return _json(200, api.group_list())
+
+    async def group(_: web.Request) -> web.Response:
+        return _json(200, api.group())
+
+    async def resources(_: web.Request) -> web.Response:
+        return _json(200, api.resource_list())
+
+    async def explanation(request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        who = proxy.caller(peer, request.headers)
+        if who is None:
+            return _fail(401, "Unauthorized", "ask through the Kubernetes API server")
+        namespace = request.match_info["namespace"]
+        name = request.match_info["name"]
+        try:
+            refused = await front_proxy.refusal(kube, who, namespace, name)
+        except Exception as exc:  # the API server could not say: refuse, and say why
+            log.warning("authorization failed", extra={"user": who.user, "error": str(exc)})
+            return _fail(503, "ServiceUnavailable", f"could not authorize: {exc}")
+        if refused is not None:
+            return _fail(403, "Forbidden", refused)
+        node = request.query.get("node") or None
+        reply = await answers.answer(namespace, name, node)
+        log.debug(
+            "answered",
+            extra={"object": f"{namespace}/{name}", "user": who.user, "code": reply.code},
+        )
+        return _json(reply.code, reply.body)
+
+    base = f"/apis/{api.API_VERSION}"
+    application = web.Application()
+    application.router.add_get("/apis", group_list)
+    application.router.add_get(f"/apis/{api.GROUP}", group)
+    application.router.add_get(base, resources)
+    application.router.add_get(
+        base + "/namespaces/{namespace}/" + api.RESOURCE + "/{name}", explanation
+    )
+    return application
+
+
+async def run(
+    kube: client.ApiClient,
+    answers: ClaimAnswers,
+    host: str,
+    port: int,
+    cert_dir: str,
+) -> None:
+    """Serve until cancelled; the port opens once the front-proxy CA is read."""
+    once = Once(log)
+    while True:
+        try:
+            proxy = await front_proxy.read(kube)
+            break
+        except Exception as exc:  # RBAC not yet bound, or an API server without the CA
+            once.say("ca", f"cannot read the front-proxy CA, the explain API waits: {exc}")
+            await asyncio.sleep(RETRY)
+    context = _context(proxy, cert_dir)
+    runner = web.AppRunner(app(proxy, answers, kube), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, ssl_context=context).start()
+        log.info("explain API serving", extra={"port": port})
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def _context(proxy: front_proxy.FrontProxy, cert_dir: str) -> ssl.SSLContext:
+    return proxy.server_context(f"{cert_dir}/tls.crt", f"{cert_dir}/tls.key")

@@ -1,0 +1,215 @@
+"""The explain API: `kubectl dra why` of a pending claim answered by the running operator
+through the API server's aggregation layer, with the caller's identity.
+
+The local control plane runs with a front-proxy CA as kubeadm sets it up. The operator
+runs here with --explain-port; an APIService for explain.draview.io points at it through
+an ExternalName Service (there are no Pods here; tests/node installs the chart, whose
+Service the leader's EndpointSlice fills). Each answer is compared with the one the
+plugin computes itself (--live).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_helpers import DRIVER, allocate, claim, rslice, uniq, wait_states
+from operator_proc import Operator, free_port
+from test_kubectl_dra import dra
+
+from kubecluster import KubeCluster
+
+pytestmark = pytest.mark.cluster
+APISERVICE = "v1alpha1.explain.draview.io"
+SERVICE = "draview-explain-test"
+PATH = "/apis/explain.draview.io/v1alpha1/namespaces/{ns}/claimexplanations/{name}"
+
+
+def _serving_cert(d: Path, host: str) -> bytes:
+    """A CA and a serving certificate for `host` signed by it; returns the CA (PEM)."""
+
+    def ossl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=explain-ca",
+         "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))  # fmt: skip
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}",
+         "-keyout", str(d / "tls.key"), "-out", str(d / "tls.csr"))  # fmt: skip
+    (d / "san.ext").write_text(f"subjectAltName=DNS:{host},DNS:localhost,IP:127.0.0.1\n")
+    ossl("x509", "-req", "-in", str(d / "tls.csr"), "-CA", str(d / "ca.crt"),
+         "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "1",
+         "-extfile", str(d / "san.ext"), "-out", str(d / "tls.crt"))  # fmt: skip
+    return (d / "ca.crt").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def explain(
+    crds: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """The operator serving the explain API, registered with the API server, and writing
+    the EndpointSlice of a Service of its own for an address no one dials."""
+    ns = crds.create_namespace("draview-explain")
+    certs = tmp_path_factory.mktemp("explain-certs")
+    ca = _serving_cert(certs, f"{SERVICE}.{ns}.svc")
+    port = free_port()
+    args = f"--leader-elect false --lease-namespace {ns} --explain-port {port}"
+    args += f" --explain-cert-dir {certs} --explain-service draview-leader-test"
+    args += " --pod-ip 10.243.7.7"
+    op = Operator(crds.kubeconfig, tuple(args.split())).start(tmp_path_factory.mktemp("op"))
+    crds.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": ns},
+            "spec": {"type": "ExternalName", "externalName": "localhost"},
+        },
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": APISERVICE},
+            "spec": {
+                "group": "explain.draview.io",
+                "version": "v1alpha1",
+                "service": {"namespace": ns, "name": SERVICE, "port": port},
+                "caBundle": base64.b64encode(ca).decode(),
+                "groupPriorityMinimum": 1000,
+                "versionPriority": 15,
+            },
+        },
+    )
+    try:
+        op.wait_ready()
+        crds.check("wait", "--for=condition=Available", f"apiservice/{APISERVICE}", "--timeout=60s")
+        yield {"operator": op, "namespace": ns, "port": port, "certs": certs}
+    finally:
+        # A registered API whose server is gone makes discovery fail for everyone after.
+        crds.run("delete", "apiservice", APISERVICE, "--ignore-not-found")
+        code = op.stop()
+        crds.delete_namespace(ns)
+        assert code == 0, op.logs()
+
+
+@pytest.fixture
+def pending(explain: dict[str, Any], crds: KubeCluster) -> Iterator[dict[str, str]]:
+    """A pool of two devices on node-1, one held by a claim, and a claim that wants three."""
+    ns = explain["namespace"]
+    crds.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "test-class"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        }
+    )
+    pool = uniq("explain")
+    crds.create(rslice(f"{pool}-s", pool, [{"name": "gpu-0"}, {"name": "gpu-1"}]))
+    try:
+        allocate(crds, ns, "held", pool, "gpu-1")
+        wait_states(crds, f"{pool}-s", {"gpu-0": ("Available", None), "gpu-1": ("Allocated", None)})
+        crds.create(claim("wants-three", 3), namespace=ns)
+        yield {"namespace": ns, "pool": pool}
+    finally:
+        crds.run("delete", "resourceclaim", "held", "wants-three", "-n", ns, "--ignore-not-found")
+        crds.delete("resourceslice", f"{pool}-s")
+
+
+def test_why_of_a_pending_claim_is_the_operators_answer_and_the_same(
+    crds: KubeCluster, pending: dict[str, str]
+) -> None:
+    ns = pending["namespace"]
+    asked = dra(crds, "why", "wants-three", "-n", ns, "-o", "json")
+    assert asked.returncode == 0, asked.stderr
+    assert "answered by the draview operator" in asked.stderr, asked.stderr
+    live = dra(crds, "why", "wants-three", "-n", ns, "-o", "json", "--live")
+    assert live.returncode == 0, live.stderr
+    assert "answered by" not in live.stderr
+    assert json.loads(asked.stdout) == json.loads(live.stdout)
+    # The text names the claim that holds gpu-1, from the status the operator sent.
+    text = dra(crds, "why", "wants-three", "-n", ns)
+    assert text.stdout == dra(crds, "why", "wants-three", "-n", ns, "--live").stdout
+    assert f"allocated to {ns}/held" in text.stdout, text.stdout
+    # An allocated claim is judged by the plugin on its own pools, as before.
+    held = dra(crds, "why", "held", "-n", ns, "-o", "json")
+    assert held.returncode == 0 and "answered by" not in held.stderr, held.stderr
+
+
+def test_the_operator_answers_only_whom_the_api_server_names_and_allows(
+    crds: KubeCluster, pending: dict[str, str], explain: dict[str, Any]
+) -> None:
+    ns = pending["namespace"]
+    path = PATH.format(ns=ns, name="wants-three")
+    doc = json.loads(crds.check("get", "--raw", path))
+    assert doc["kind"] == "ClaimExplanation" and doc["answeredBy"]["pools"] >= 1, doc
+    # RBAC at the API server: a user with no grant at all never reaches the operator.
+    nobody = crds.run("get", "--raw", path, "--as=nobody")
+    assert nobody.returncode != 0 and "forbidden" in nobody.stderr.lower(), nobody.stderr
+    # A user who may get explanations and the claim but not list slices: the operator's
+    # SubjectAccessReview refuses, naming what is missing.
+    user = "explain-reader"
+    crds.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": user, "namespace": ns},
+            "rules": [
+                _rule("explain.draview.io", "claimexplanations"),
+                _rule("resource.k8s.io", "resourceclaims"),
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": user, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )  # fmt: skip
+    refused = crds.run("get", "--raw", path, f"--as={user}")
+    assert refused.returncode != 0, refused.stdout
+    assert 'cannot list resource "resourceslices"' in refused.stderr, refused.stderr
+    # A claim the operator holds no pending model of: 404 with a reason.
+    gone = crds.run("get", "--raw", PATH.format(ns=ns, name="held"))
+    assert gone.returncode != 0 and "draview holds no pending resourceclaim" in gone.stderr
+
+
+def _rule(group: str, resource: str) -> dict[str, list[str]]:
+    return {"apiGroups": [group], "resources": [resource], "verbs": ["get"]}
+
+
+def test_the_port_itself_answers_no_one_but_the_front_proxy(explain: dict[str, Any]) -> None:
+    ctx = ssl.create_default_context(cafile=str(explain["certs"] / "ca.crt"))
+    base = f"https://127.0.0.1:{explain['port']}"
+    with urllib.request.urlopen(base + "/apis/explain.draview.io/v1alpha1", context=ctx) as r:
+        assert json.load(r)["resources"][0]["name"] == "claimexplanations"
+    req = urllib.request.Request(
+        base + PATH.format(ns="default", name="x"), headers={"X-Remote-User": "system:admin"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, context=ctx)
+    assert err.value.code == 401
+
+
+def test_the_leader_keeps_its_address_in_the_services_endpointslice(
+    crds: KubeCluster, explain: dict[str, Any]
+) -> None:
+    ns = explain["namespace"]
+    name = "draview-leader-test-leader"
+
+    def addresses() -> list[str] | None:
+        got = crds.run("get", "endpointslice", name, "-n", ns, "-o", "json")
+        if got.returncode != 0:
+            return None
+        return [a for e in json.loads(got.stdout)["endpoints"] for a in e["addresses"]]
+
+    crds.wait_for("the leader's EndpointSlice", lambda: addresses() == ["10.243.7.7"] or None)
+    doc = json.loads(crds.check("get", "endpointslice", name, "-n", ns, "-o", "json"))
+    assert doc["metadata"]["labels"]["kubernetes.io/service-name"] == "draview-leader-test"
+    assert doc["ports"] == [{"name": "https", "port": explain["port"], "protocol": "TCP"}]

@@ -1,0 +1,208 @@
+"""The explain API's parts without an API server: who the front proxy names, the leader's
+answer against the explanation computed from the same pools, the documents and the
+EndpointSlice it writes, and its flags. tests/integration/test_explain_api.py runs it
+behind the real API server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from builders import DRIVER, claim, device, device_class, result, rslice
+from multidict import CIMultiDict
+from test_controller_batches import RecordingWriter
+
+from draview.api import explanations as api
+from draview.api.fastclaim import read_claim
+from draview.cli import settings
+from draview.cli.main import build_parser
+from draview.controller.core import Controller, Settings
+from draview.controller.event_rounds import Explanations
+from draview.controller.explain_answers import ClaimAnswers
+from draview.controller.explain_endpoint import endpoint_slice
+from draview.controller.front_proxy import Caller, FrontProxy
+from draview.explain import DeviceIndex, Explainer
+from draview.explain.model import (
+    ChoiceExplanation,
+    ClaimExplanation,
+    RequestExplanation,
+    from_dict,
+)
+
+CONFIGMAP = {
+    "requestheader-client-ca-file": "-----BEGIN CERTIFICATE-----\n...",
+    "requestheader-allowed-names": '["front-proxy-client"]',
+    "requestheader-username-headers": '["X-Remote-User"]',
+    "requestheader-group-headers": '["X-Remote-Group"]',
+    "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]',
+}
+PROXY_CERT = {"subject": ((("commonName", "front-proxy-client"),),)}
+
+
+def headers(*pairs: tuple[str, str]) -> CIMultiDict[str]:
+    return CIMultiDict(pairs)
+
+
+def test_the_front_proxy_names_the_caller_only_over_its_own_certificate() -> None:
+    proxy = FrontProxy.from_configmap(CONFIGMAP)
+    h = headers(
+        ("X-Remote-User", "alice"),
+        ("X-Remote-Group", "devs"),
+        ("X-Remote-Group", "system:authenticated"),
+        ("X-Remote-Extra-Scopes", "a"),
+        ("X-Remote-Extra-Scopes", "b"),
+    )
+    assert proxy.caller(PROXY_CERT, h) == Caller(
+        "alice", ("devs", "system:authenticated"), {"scopes": ["a", "b"]}
+    )
+    assert proxy.caller({}, h) is None, "no client certificate: anonymous"
+    other = {"subject": ((("commonName", "someone-else"),),)}
+    assert proxy.caller(other, h) is None, "a name the API server does not allow"
+    assert proxy.caller(PROXY_CERT, headers(("X-Remote-Group", "devs"))) is None, "no user"
+    anyone = FrontProxy.from_configmap({**CONFIGMAP, "requestheader-allowed-names": "[]"})
+    assert anyone.caller(other, h) is not None, "no names listed: any cert of the CA"
+
+
+def test_an_api_server_without_a_front_proxy_ca_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="--requestheader-client-ca-file"):
+        FrontProxy.from_configmap({"client-ca-file": "x"})
+
+
+def test_discovery_documents_name_one_namespaced_get_only_resource() -> None:
+    (res,) = api.resource_list()["resources"]
+    assert (res["name"], res["kind"], res["namespaced"], res["verbs"]) == (
+        "claimexplanations",
+        "ClaimExplanation",
+        True,
+        ["get"],
+    )
+    assert api.group_list()["groups"][0]["preferredVersion"]["groupVersion"] == api.API_VERSION
+    assert api.claim_path("ns", "c") == (
+        "/apis/explain.draview.io/v1alpha1/namespaces/ns/claimexplanations/c"
+    )
+
+
+def test_an_explanation_survives_the_trip_through_json() -> None:
+    choice = ChoiceExplanation(
+        "gpu/big",
+        "gpu.example.com",
+        "ExactCount",
+        2,
+        admin_access=True,
+        selectors=["device.attributes['x'].y > 1"],
+        runtime_errors={"d/p/x": "no such key"},
+        matched=3,
+        free=["d/p/a"],
+        blocked={"Allocated": ["d/p/b"], "Tainted": ["d/p/c"]},
+        details={"d/p/c": "untolerated taint"},
+        best_node="node-1",
+        best_node_free=1,
+        satisfiable=False,
+        reason="needs 2, 1 free",
+    )
+    exp = ClaimExplanation(
+        "ns",
+        "c",
+        False,
+        "node-1",
+        [RequestExplanation("gpu", True, [choice])],
+        ["matchAttribute x: no two devices agree"],
+        "Unallocatable",
+        "not enough devices",
+    )
+    assert from_dict(json.loads(json.dumps(exp.to_dict()))) == exp
+
+
+def test_the_leaders_answer_is_the_explanation_of_the_same_pools() -> None:
+    # Only the port turns the status bodies on here (no claim Events): what it reads.
+    ctl = Controller(RecordingWriter(), Settings(claim_events=False, explain_api=True))
+    ctl.leader = True
+    ctl.ingest.class_event("ADDED", device_class("gpu.example.com"))
+    ctl.ingest.slice_event("ADDED", rslice("a", [device("g0"), device("g1")], pool="pool-a"))
+    ctl.ingest.claim_event("ADDED", claim("held", result("g1")))
+    wanting = claim("wants", namespace="team")
+    wanting["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    ctl.ingest.claim_event("ADDED", wanting)
+    ctl.reconciler.compute([(DRIVER, "pool-a")])
+    ctl.role.synced = True
+    answers = ClaimAnswers(ctl.role, ctl.reconciler, _explanations(ctl), "replica-1")
+
+    reply = _run(answers.answer("team", "wants", None))
+    assert reply.code == 200, reply.body
+    body = reply.body
+    assert (body["kind"], body["metadata"]) == (
+        "ClaimExplanation",
+        {"name": "wants", "namespace": "team"},
+    )
+    results = [ctl.reconciler.full_result((DRIVER, "pool-a"))]
+    direct = Explainer().explain(
+        read_claim(wanting)[0],
+        DeviceIndex.build(results),  # type: ignore[arg-type]
+        ctl.store.classes,
+        results=results,  # type: ignore[arg-type]
+    )
+    assert body["explanation"] == direct.to_dict()
+    assert body["explanation"]["verdict"] == "Unallocatable"
+    held = f"{DRIVER}/pool-a/g1"
+    assert body["devices"][held]["allocations"][0]["claimName"] == "held", body["devices"]
+    assert body["answeredBy"]["replica"] == "replica-1" and body["answeredBy"]["pools"] == 1
+
+    assert _run(answers.answer("team", "nope", None)).code == 404
+    assert _run(answers.answer("default", "held", None)).code == 404, "allocated: not pending"
+    ctl.reconciler.nodes_watched = True
+    assert "not found" in _run(answers.answer("team", "wants", "no-node")).body["message"]
+    ctl.reconciler.nodes_watched = False  # no Node watch (RBAC): a node is taken as named
+    assert _run(answers.answer("team", "wants", "no-node")).code == 200
+    ctl.role.synced = False
+    assert _run(answers.answer("team", "wants", None)).code == 503
+    ctl.role.leader = False
+    assert "standing by" in _run(answers.answer("team", "wants", None)).body["message"]
+
+
+def _explanations(ctl: Any) -> Explanations:
+    return Explanations(ctl.role, ctl.reconciler, ctl.writer, ctl.settings)
+
+
+def _run(coro: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+def test_the_endpointslice_names_the_leader_for_its_service() -> None:
+    s = endpoint_slice("draview", "draview-explain", "10.1.2.3", 8443, ("draview-abc", "uid-1"))
+    assert s["metadata"]["name"] == "draview-explain-leader"
+    assert s["metadata"]["labels"] == {
+        "kubernetes.io/service-name": "draview-explain",
+        "endpointslice.kubernetes.io/managed-by": "draview.io",
+    }
+    assert s["addressType"] == "IPv4"
+    assert s["endpoints"][0]["targetRef"]["name"] == "draview-abc"
+    assert s["ports"] == [{"name": "https", "port": 8443, "protocol": "TCP"}]
+    assert endpoint_slice("ns", "svc", "fd00::1", 8443, None)["addressType"] == "IPv6"
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--explain-port", "8443"], "--explain-port needs --explain-cert-dir"),
+        (
+            ["--explain-port", "8443", "--explain-cert-dir", "/c", "--explain-service", "s"],
+            "--explain-service needs --explain-port and --pod-ip",
+        ),
+    ],
+)
+def test_explain_flags_that_cannot_work_are_refused(
+    argv: list[str], error: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POD_IP", raising=False)
+    with pytest.raises(ValueError, match=error):
+        settings.load(build_parser().parse_args(["run", *argv]))
+
+
+def test_the_pod_address_comes_from_the_downward_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_IP", "10.9.8.7")
+    argv = ["run", "--explain-port", "8443", "--explain-cert-dir", "/c", "--explain-service", "s"]
+    s = settings.load(build_parser().parse_args(argv))
+    assert (s.pod_ip, s.explain_service, s.explain_port) == ("10.9.8.7", "s", 8443)
