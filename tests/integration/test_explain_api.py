@@ -10,14 +10,11 @@ plugin computes itself (--live).
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,29 +22,11 @@ from operator_helpers import DRIVER, allocate, claim, rslice, uniq, wait_states
 from operator_proc import Operator, free_port
 from test_kubectl_dra import dra
 
+from explain_local import APISERVICE, registration, serving_cert
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
-APISERVICE = "v1alpha1.explain.draview.io"
-SERVICE = "draview-explain-test"
 PATH = "/apis/explain.draview.io/v1alpha1/namespaces/{ns}/claimexplanations/{name}"
-
-
-def _serving_cert(d: Path, host: str) -> bytes:
-    """A CA and a serving certificate for `host` signed by it; returns the CA (PEM)."""
-
-    def ossl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=explain-ca",
-         "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))  # fmt: skip
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}",
-         "-keyout", str(d / "tls.key"), "-out", str(d / "tls.csr"))  # fmt: skip
-    (d / "san.ext").write_text(f"subjectAltName=DNS:{host},DNS:localhost,IP:127.0.0.1\n")
-    ossl("x509", "-req", "-in", str(d / "tls.csr"), "-CA", str(d / "ca.crt"),
-         "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "1",
-         "-extfile", str(d / "san.ext"), "-out", str(d / "tls.crt"))  # fmt: skip
-    return (d / "ca.crt").read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -58,33 +37,19 @@ def explain(
     the EndpointSlice of a Service of its own for an address no one dials."""
     ns = crds.create_namespace("draview-explain")
     certs = tmp_path_factory.mktemp("explain-certs")
-    ca = _serving_cert(certs, f"{SERVICE}.{ns}.svc")
+    ca = serving_cert(certs, ns)
     port = free_port()
     args = f"--leader-elect false --lease-namespace {ns} --explain-port {port}"
     args += f" --explain-cert-dir {certs} --explain-service draview-leader-test"
     args += " --pod-ip 10.243.7.7"
     op = Operator(crds.kubeconfig, tuple(args.split())).start(tmp_path_factory.mktemp("op"))
-    crds.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": SERVICE, "namespace": ns},
-            "spec": {"type": "ExternalName", "externalName": "localhost"},
-        },
-        {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": APISERVICE},
-            "spec": {
-                "group": "explain.draview.io",
-                "version": "v1alpha1",
-                "service": {"namespace": ns, "name": SERVICE, "port": port},
-                "caBundle": base64.b64encode(ca).decode(),
-                "groupPriorityMinimum": 1000,
-                "versionPriority": 15,
-            },
-        },
-    )
+    leader_service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "draview-leader-test", "namespace": ns},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
+    }
+    crds.apply(leader_service, *registration(ns, port, ca))
     try:
         op.wait_ready()
         crds.check("wait", "--for=condition=Available", f"apiservice/{APISERVICE}", "--timeout=60s")
@@ -213,3 +178,7 @@ def test_the_leader_keeps_its_address_in_the_services_endpointslice(
     doc = json.loads(crds.check("get", "endpointslice", name, "-n", ns, "-o", "json"))
     assert doc["metadata"]["labels"]["kubernetes.io/service-name"] == "draview-leader-test"
     assert doc["ports"] == [{"name": "https", "port": explain["port"], "protocol": "TCP"}]
+    # Owned by its Service: the garbage collector removes it with the Service.
+    svc = json.loads(crds.check("get", "service", "draview-leader-test", "-n", ns, "-o", "json"))
+    (owner,) = doc["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"]) == ("Service", svc["metadata"]["uid"])

@@ -180,6 +180,9 @@ def test_a_pod_gets_a_prepared_device_and_draview_follows(
     )
 
 
+EXPLAIN_API = "v1alpha1.explain.draview.io"
+
+
 def kubectl_dra(k: KubeCluster, *args: str) -> subprocess.CompletedProcess[str]:
     """The plugin as users run it: the API server asked directly, the kubeconfig's
     credentials (no kubectl needed)."""
@@ -208,9 +211,17 @@ def test_a_pod_that_cannot_fit_is_explained(release: Release, workload_ns: str) 
     claim = k.get("pod", "wants-five", workload_ns)["status"]["resourceClaimStatuses"][0][
         "resourceClaimName"
     ]
+    # The leader answers through the API server's aggregation layer (the chart's
+    # APIService, the leader's address in its Service's EndpointSlice), as computed.
+    k.check("wait", "--for=condition=Available", f"apiservice/{EXPLAIN_API}", "--timeout=60s")
     why = kubectl_dra(k, "-n", workload_ns, "why", claim)
     assert why.returncode == 0, why.stderr
+    assert "answered by the draview operator" in why.stderr, why.stderr
     assert "4" in why.stdout and "5" in why.stdout, why.stdout
+    asked = kubectl_dra(k, "-n", workload_ns, "why", claim, "-o", "json")
+    live = kubectl_dra(k, "-n", workload_ns, "why", claim, "-o", "json", "--live")
+    assert asked.returncode == 0 and live.returncode == 0, asked.stderr + live.stderr
+    assert json.loads(asked.stdout) == json.loads(live.stdout)
     node = kubectl_dra(k, "describe", "node", NODE)
     assert node.returncode == 0, node.stderr
     assert DRIVER in node.stdout, node.stdout
@@ -230,7 +241,10 @@ def test_the_service_monitor_selects_the_service(release: Release) -> None:
     ).stdout  # fmt: skip
     docs = [d for d in yaml.safe_load_all(out) if d]
     (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
-    (service,) = [d for d in docs if d["kind"] == "Service"]
+    # The metrics Service (the explain API's is another, without a selector).
+    (service,) = [
+        d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == release.name
+    ]
     live = release.k.get("service", service["metadata"]["name"], release.namespace)
     wanted = monitor["spec"]["selector"]["matchLabels"]
     assert wanted.items() <= live["metadata"]["labels"].items()

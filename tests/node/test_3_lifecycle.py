@@ -67,6 +67,12 @@ def test_deleting_the_leader_pod_hands_over_with_one_writer(release: Release) ->
     other = k.wait_for("another replica to lead", new_leader, timeout=30)
     handover = time.monotonic() - t0
     assert handover < 15, f"took {handover:.1f} s, more than the Lease duration"
+    # The explain API follows the Lease: the Service's endpoint is the new leader.
+    k.wait_for(
+        "the new leader in the explain API's EndpointSlice",
+        lambda: _explain_endpoint(release) == other or None,
+        timeout=30,
+    )
     # The new leader writes: a new slice gets its status from it.
     tag = uuid.uuid4().hex[:6]
     k.create({
@@ -92,6 +98,18 @@ def test_deleting_the_leader_pod_hands_over_with_one_writer(release: Release) ->
         assert old[-1].at < new[0].began, (old[-1], new[0])
 
 
+def _explain_endpoint(release: Release) -> str | None:
+    """The Pod named in the explain API's EndpointSlice (the leader writes it)."""
+    got = release.k.run(
+        "get", "endpointslice", f"{release.name}-explain-leader", "-n", release.namespace,
+        "-o", "json",
+    )  # fmt: skip
+    if got.returncode != 0:
+        return None
+    endpoints = json.loads(got.stdout).get("endpoints") or [{}]
+    return str((endpoints[0].get("targetRef") or {}).get("name")) or None
+
+
 def test_a_forgotten_image_is_named_in_describe(release: Release) -> None:
     k = release.k
     ns = k.create_namespace("draview-noimage")
@@ -101,6 +119,8 @@ def test_a_forgotten_image_is_named_in_describe(release: Release) -> None:
             "install", "noimage", str(REPO_ROOT / "charts" / "draview"), "--namespace", ns,
             "--set", "crds.install=false", "--set", "image.repository=draview.local/missing",
             "--set", "image.pullPolicy=Never", "--set", "replicaCount=1",
+            # One release a cluster serves the explain API (its APIService is cluster-wide).
+            "--set", "explainAPI.enabled=false",
         )  # fmt: skip
 
         def reason() -> str | None:
@@ -126,6 +146,10 @@ def test_uninstall_keeps_the_crds_and_the_status(release: Release) -> None:
     assert before
     release.helm("uninstall", release.name, "--namespace", release.namespace, "--wait")
     k.wait_for("the operator's Pods to go", lambda: not release.pods(), timeout=120)
+    # The leader took its address out of the explain API's EndpointSlice on its way out;
+    # the APIService went with the release.
+    assert _explain_endpoint(release) is None
+    assert k.run("get", "apiservice", "v1alpha1.explain.draview.io").returncode != 0
     for plural in ("resourceslicestatuses", "resourcepoolstatuses", "capacityprobes"):
         k.get("crd", f"{plural}.draview.io")
     after = json.loads(k.check("get", "resourcepoolstatuses", "-o", "json"))["items"]
@@ -145,6 +169,7 @@ def test_forgotten_crds_are_named_in_describe_log_and_readyz(release: Release) -
         release.helm(
             "install", "nocrds", str(REPO_ROOT / "charts" / "draview"), "--namespace", ns,
             "--set", "crds.install=false", "--set", f"image.repository={repository}",
+            "--set", "explainAPI.enabled=false",
             "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
             "--set", "replicaCount=1",
         )  # fmt: skip

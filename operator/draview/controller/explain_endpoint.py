@@ -63,8 +63,10 @@ def endpoint_slice(
 def _same(found: Any, want: dict[str, Any]) -> bool:
     eps = found.endpoints or []
     ports = found.ports or []
+    owners = [o.uid for o in found.metadata.owner_references or []]
     return (
-        len(eps) == 1
+        owners == [o["uid"] for o in want["metadata"].get("ownerReferences", [])]
+        and len(eps) == 1
         and eps[0].addresses == want["endpoints"][0]["addresses"]
         and len(ports) == 1
         and ports[0].port == want["ports"][0]["port"]
@@ -84,6 +86,8 @@ class LeaderEndpoint:
         pod: tuple[str, str] | None,
     ) -> None:
         self.discovery = client.DiscoveryV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self.service = service
         self.role = role
         self.body = endpoint_slice(namespace, service, address, port, pod)
         self.namespace = namespace
@@ -101,9 +105,26 @@ class LeaderEndpoint:
                 checked = loop.time()
             await asyncio.sleep(TICK)
 
+    async def _owner(self) -> None:
+        """The Service owns the slice, as it owns those the EndpointSlice controller
+        writes: the garbage collector removes it with the Service, also when the leader
+        could not (its RBAC went first on `helm uninstall`)."""
+        if "ownerReferences" in self.body["metadata"]:
+            return
+        try:
+            svc = await self.core.read_namespaced_service(self.service, self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return  # none yet: the slice is written without an owner until there is
+        self.body["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Service", "name": self.service, "uid": svc.metadata.uid}
+        ]
+
     async def ensure(self) -> bool:
         """The slice names this replica; False when it could not be written."""
         try:
+            await self._owner()
             try:
                 found = await self.discovery.read_namespaced_endpoint_slice(
                     self.name, self.namespace
