@@ -6,7 +6,9 @@ single-slice pools of 8 GPUs on fake nodes, M allocated claims) and runs the ope
 until every pool's status is written, then stops it: its status objects stay, as they are
 while an operator runs in sync. Then each `kubectl dra` command is timed (median of
 --repeat runs, wall clock, a fresh process each) beside the kubectl command that reads
-the same objects, and the ratio is checked against the target of the command.
+the same objects, and the ratio is checked against the target of the command. Last,
+`why` of the pending claim again, answered by an operator started with the explain API
+(bench/cli/explain_api.py).
 
     python bench/cli/run.py --slices 5000 --claims 50000 --json bench/cli/results/5k.json
 """
@@ -26,6 +28,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "operator"))
 import run as operator_bench  # noqa: E402  (bench/operator/run.py: the world's names)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import explain_api  # noqa: E402  (bench/cli/explain_api.py)
 
 PENDING = "pending-one"
 
@@ -122,6 +127,31 @@ def commands(
     ]
 
 
+def explained(kubectl: str, dra: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]:
+    """`why` of the pending claim answered by an operator through the explain API."""
+    ns = f"{operator_bench.NS_PREFIX}00"
+    cmd = [*dra, "why", PENDING, "-n", ns]
+    log_path = ROOT / "bench" / "out" / "cli-explain-operator.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with explain_api.serving(kubectl, env, log_path) as ready:
+        check = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if "answered by the draview operator" not in check.stderr:
+            raise SystemExit(f"the operator did not answer: {check.stderr[-500:]}")
+        ours = timed(cmd, env, repeat)
+    ok = verdict("3s", ours["seconds"], None)
+    log(f"why (pending claim), explain API: {ours['seconds']} s (operator ready in {ready} s)")
+    return {
+        "command": "why (pending claim), explain API",
+        "kubectl_dra": ours,
+        "kubectl": None,
+        "target": "3s",
+        "met": ok,
+        "argv": cmd[3:],
+        "kubectl_argv": [],
+        "operator_ready_seconds": ready,
+    }
+
+
 def verdict(target: str, ours: float, theirs: float | None) -> bool | None:
     if target == "1.5x" and theirs:
         return ours <= 1.5 * theirs
@@ -196,6 +226,7 @@ def main() -> None:
             f"{what}: {ours['seconds']} s; kubectl {theirs['seconds'] if theirs else '-'} s; "
             f"target {target}: {ok}"
         )
+    rows.append(explained(kubectl, dra, env, args.repeat))
     res = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "commit": subprocess.run(
