@@ -5,6 +5,7 @@ behind the real API server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -165,8 +166,6 @@ def _explanations(ctl: Any) -> Explanations:
 
 
 def _run(coro: Any) -> Any:
-    import asyncio
-
     return asyncio.run(coro)
 
 
@@ -206,3 +205,23 @@ def test_the_pod_address_comes_from_the_downward_api(monkeypatch: pytest.MonkeyP
     argv = ["run", "--explain-port", "8443", "--explain-cert-dir", "/c", "--explain-service", "s"]
     s = settings.load(build_parser().parse_args(argv))
     assert (s.pod_ip, s.explain_service, s.explain_port) == ("10.9.8.7", "s", 8443)
+
+
+def test_the_catalog_is_kept_warm_for_the_first_answer() -> None:
+    ctl = Controller(RecordingWriter(), Settings(claim_events=False, explain_api=True))
+    ctl.leader = True
+    ctl.ingest.slice_event("ADDED", rslice("a", [device("g0")], pool="pool-a"))
+    ctl.reconciler.compute([(DRIVER, "pool-a")])
+    explanations = _explanations(ctl)
+    answers = ClaimAnswers(ctl.role, ctl.reconciler, explanations, "replica-1")
+
+    async def two_ticks() -> None:
+        task = asyncio.create_task(answers.keep_warm(0.01))
+        await asyncio.sleep(0.05)
+        assert len(explanations.sync.catalog) == 0, "not synced yet: left alone"
+        ctl.role.synced = True
+        await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(two_ticks())
+    assert len(explanations.sync.catalog) == 1

@@ -10,6 +10,7 @@ is tens of MiB of JSON and seconds of decoding before the same search."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,18 @@ class ClaimAnswers:
         self.explanations = explanations
         self.identity = identity
         self.explainer = Explainer()
+
+    async def keep_warm(self, every: float) -> None:
+        """Bring the catalog up to date every `every` seconds while leading, so that an
+        answer finds it so (the first one after a sync would otherwise unpack and index
+        every pool: seconds at thousands of nodes). Claim Events do the same when a
+        claim is pending; this costs only the pools judged since."""
+        while True:
+            await asyncio.sleep(every)
+            if self.role.leader and self.role.synced:
+                rules = self.reconciler.store.rules()
+                async with self.explanations.lock:
+                    await run_steps(self.explanations.sync.refresh(rules))
 
     def _pending(self, namespace: str, name: str) -> ResourceClaim | None:
         for claim in self.reconciler.store.pending.values():

@@ -195,6 +195,8 @@ def _explain_api(
     answers = ClaimAnswers(ctl.role, ctl.reconciler, ctl.explanations, cfg.identity)
     serving = explain_api.run(api, answers, cfg.bind_address, e.port, e.cert_dir)
     tasks.append(asyncio.create_task(serving, name="explain-api"))
+    warm = answers.keep_warm(cfg.settings.explain_interval)
+    tasks.append(asyncio.create_task(warm, name="explain-catalog"))
     if e.service is None or e.address is None:
         return None
     pod = own_pod()
