@@ -30,8 +30,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         description="For each request (and firstAvailable subrequest): the devices the "
         "DeviceClass and request CEL selectors match, how many are free, and what blocks "
         "the rest (allocated, shared counters, untolerated taints, incomplete or invalid "
-        "pools, node reach, capacity requests, counts, matchAttribute constraints). Always "
-        "computed from slices and claims, exactly as the scheduler's allocator sees them.",
+        "pools, node reach, capacity requests, counts, matchAttribute constraints), exactly as "
+        "the scheduler's allocator sees them. A pending claim is answered by the draview "
+        "operator's leader where its explain API is installed (stderr says so), else "
+        "computed here from slices and claims.",
     )
     p.add_argument("claim", metavar="CLAIM", help="ResourceClaim name")
     p.add_argument("--node", help="the node the pod must run on (checks which devices it reaches)")
