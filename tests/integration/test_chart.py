@@ -7,6 +7,7 @@ to the real API server of the local control plane (or ``$KUBECONFIG``).
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -83,6 +84,12 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def metrics_service(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Service of /metrics (the explain API's is the other one)."""
+    (svc,) = [d for d in by_kind(docs, "Service") if d["metadata"]["name"] == "draview"]
+    return svc
+
+
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     c: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     return c
@@ -120,7 +127,7 @@ def test_rendered_crds_are_the_sources_plus_keep_and_labels() -> None:
 
 
 def test_deploy_manifests_are_the_rendered_chart() -> None:
-    text = render_text("draview", "crds.install=false")
+    text = render_text("draview", "crds.install=false", "explainAPI.enabled=false")
     current = (ROOT / "deploy" / "manifests" / "draview.yaml").read_text()
     body = "".join(line + "\n" for line in current.splitlines() if not line.startswith("# "))
     rendered = "".join(line + "\n" for line in text.splitlines() if not line.startswith("# "))
@@ -147,7 +154,7 @@ def test_deployment_defaults_are_restricted_and_leader_elected() -> None:
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
-    svc = one(docs, "Service")
+    svc = metrics_service(docs)
     assert svc["spec"]["ports"][0]["name"] == "http-metrics"
     assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
@@ -199,7 +206,7 @@ def test_monitoring_objects_need_the_prometheus_operator_api() -> None:
     sm = one(docs, "ServiceMonitor")
     assert sm["metadata"]["labels"]["release"] == "kps"
     assert sm["spec"]["endpoints"][0]["port"] == "http-metrics"
-    assert sm["spec"]["selector"]["matchLabels"] == one(docs, "Service")["spec"]["selector"]
+    assert sm["spec"]["selector"]["matchLabels"] == metrics_service(docs)["spec"]["selector"]
     rule = one(docs, "PrometheusRule")
     assert rule["spec"] == yaml.safe_load((CHART / "files" / "rules.yaml").read_text())
     off = render(
@@ -261,7 +268,36 @@ def test_rbac_is_least_privilege() -> None:
     expected |= {("resource.k8s.io", "resourceclaimtemplates", "get")}
     assert granted == expected
     namespaced = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
-    assert set(namespaced) == {"draview-leader", "draview-probes"}
+    assert set(namespaced) == {"draview-leader", "draview-probes", "draview-explain-endpoint"}
+    # The explain API: its Service's EndpointSlice, and reading that Service's uid only.
+    assert namespaced["draview-explain-endpoint"]["rules"] == [
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "verbs": ["get", "create", "update", "delete"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["services"],
+            "resourceNames": ["draview-explain"],
+            "verbs": ["get"],
+        },
+    ]
+    bound = {b["roleRef"]["name"]: b for b in by_kind(docs, "RoleBinding")}
+    reader = bound["extension-apiserver-authentication-reader"]
+    assert reader["metadata"]["namespace"] == "kube-system"
+    delegators = [
+        b
+        for b in by_kind(docs, "ClusterRoleBinding")
+        if b["roleRef"]["name"] == "system:auth-delegator"
+    ]
+    assert len(delegators) == 1
+    explain = roles["draview-explain"]
+    assert explain["rules"] == [
+        {"apiGroups": ["explain.draview.io"], "resources": ["claimexplanations"], "verbs": ["get"]}
+    ]
+    assert explain["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in explain["metadata"]["labels"]
     assert all(r["metadata"]["namespace"] == "draview" for r in namespaced.values())
     # The probe definitions: ConfigMaps of the release namespace, listed, never written.
     assert namespaced["draview-probes"]["rules"] == [
@@ -283,6 +319,50 @@ def test_rbac_is_least_privilege() -> None:
     assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
     assert "rbac.authorization.k8s.io/aggregate-to-view" not in labels
     assert "rbac.authorization.k8s.io/aggregate-to-edit" not in labels
+
+
+def test_the_explain_api_is_registered_with_a_certificate_it_trusts() -> None:
+    docs = render()
+    api = one(docs, "APIService")
+    assert api["metadata"]["name"] == "v1alpha1.explain.draview.io"
+    assert api["spec"]["service"] == {
+        "namespace": "draview",
+        "name": "draview-explain",
+        "port": 443,
+    }
+    assert "insecureSkipTLSVerify" not in api["spec"]
+    secret = one(docs, "Secret")
+    assert api["spec"]["caBundle"] == secret["data"]["ca.crt"]
+    # The serving certificate is for the name the API server checks: <service>.<ns>.svc.
+    pem = base64.b64decode(secret["data"]["tls.crt"])
+    names = subprocess.run(
+        ["openssl", "x509", "-noout", "-ext", "subjectAltName"],
+        input=pem, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    assert "DNS:draview-explain.draview.svc" in names, names
+    (svc,) = [d for d in by_kind(docs, "Service") if d["metadata"]["name"] == "draview-explain"]
+    assert "selector" not in svc["spec"], "the leader writes the endpoint"
+    c = container(docs)
+    for arg in ("--explain-port=8443", "--explain-service=draview-explain"):
+        assert arg in c["args"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    mount = {m["name"]: m for m in c["volumeMounts"]}["explain-tls"]
+    assert mount["readOnly"] is True and mount["mountPath"] == "/etc/draview/explain"
+    # Off: nothing of it, and the operator runs without the port.
+    off = render("draview", "explainAPI.enabled=false")
+    assert not by_kind(off, "APIService") and not by_kind(off, "Secret")
+    assert not any(a.startswith("--explain") for a in container(off)["args"])
+    # A certificate of one's own: the Secret named, the CA given, nothing generated.
+    own = render("draview", "explainAPI.tls.secretName=mine", "explainAPI.tls.caBundle=Q0E=")
+    assert not by_kind(own, "Secret") and one(own, "APIService")["spec"]["caBundle"] == "Q0E="
+    vols = {v["name"]: v for v in one(own, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert vols["explain-tls"]["secret"]["secretName"] == "mine"
+    missing = helm(
+        "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+        "--set", "explainAPI.tls.secretName=mine", check=False,
+    )  # fmt: skip
+    assert missing.returncode != 0 and "explainAPI.tls.caBundle is required" in missing.stderr
 
 
 @pytest.mark.cluster
