@@ -260,3 +260,29 @@ def test_an_unallocated_shared_claim_goes_with_the_first_copy_and_pins_the_rest(
     assert (got.copies, got.max_copies) == (2, 2)
     assert {d.claim for d in got.first} == {"trainer-c0", "pend"}
     assert got.first_node == "node-b"
+
+
+def test_the_device_limit_holds_for_each_claim_of_a_pod() -> None:
+    # The allocator counts its limit of 32 results per claim, and checks it on every
+    # node before it searches. Found by bench/fidelity --fit (1.37, seed 2798).
+    nic = "nic.example.com"
+    objs = [
+        device_class(),
+        device_class(nic, nic),
+        rslice("a", [device(f"gpu-{i}") for i in range(40)], pool="node-a", node="node-a"),
+        rslice("b", [device("gpu-0"), device("gpu-1")], pool="node-b", node="node-b"),
+        rslice("n", [device("nic-0")], pool="node-b-nic", node="node-b", driver=nic),
+    ]
+    # Two claims of 20 fit together on node-a: 40 results in all, 20 a claim.
+    twenty = template("twenty", count=20)
+    got = fit(world(*objs), read_workload([pod("twenty", "twenty"), twenty], nobody))
+    assert (got.copies, got.max_copies) == (1, 1), got.blocker
+    # Every GPU, and a NIC: node-b would hold both claims, but on node-a the first claim
+    # alone is 40 devices, and that error ends the attempt on every node.
+    every = template("every", allocationMode="All")
+    del every["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"]
+    one_nic = template("one-nic")
+    one_nic["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = nic
+    got = fit(world(*objs), read_workload([pod("every", "one-nic"), every, one_nic], nobody))
+    assert (got.copies, got.max_copies, got.stopped) == (0, 0, "aborts"), got.blocker
+    assert "more than a claim holds (32)" in got.blocker

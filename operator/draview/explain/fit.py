@@ -246,7 +246,7 @@ class _Question:
         self._pools: dict[tuple[NodeName, int], list[NodePool]] = {}
         self._states: dict[tuple[PoolKey, tuple[Taken, ...]], AllocatedState] = {}
         self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
-        self.max_results = MAX_RESULTS * len(first.names)
+        self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
         self.tried: list[NodeName] = []  # the nodes copies may go to
         self._relevant: dict[NodeName, set[PoolKey]] = {}
         # The requests of the shared claims the first copy allocates: later copies go

@@ -138,9 +138,9 @@ class NodeSearch:
         start: Location = ORIGIN,
     ) -> None:
         """`chooser`: the walk order where the allocator walks pools in map order;
-        `max_results`: how many results the claim may hold (a Pod's claims searched as
-        one claim hold that many each: explain/fit.py); `claim_of`: for such a
-        search, which of the Pod's claims each request belongs to; `start`: where the
+        `max_results`: how many results a claim may hold; `claim_of`: for a Pod's
+        claims searched as one (explain/fit.py), which of them each request belongs
+        to: the limit holds for each of them, as the allocator counts it; `start`: where the
         first request's first device is looked for (explain/fit.py skips what an earlier,
         less allocated search on the same pools already passed over)."""
         self.claim_of = claim_of or {}
@@ -168,6 +168,7 @@ class NodeSearch:
         # Compatibility groups open per pool and counter set (engine/compat.py).
         self.groups: dict[tuple[str, str], dict[str, Intersection]] = {}
         self.results: list[SearchDevice] = []
+        self.held: dict[int, int] = {}  # results per claim of the Pod (claim_of)
         self.picks: list[Pick] = []  # `results` as the allocator's result names them
         self.constraints = _constraints(claim, cel, rules)
 
@@ -175,18 +176,26 @@ class NodeSearch:
     def run(self) -> str:
         """ "ok", "no", or "invalid" (no solution and some pool is invalid: not fatal).
         Raises SearchError for what aborts the attempt, BudgetExceeded when undecided."""
-        minimum = 0
+        # The fewest devices each claim can hold, checked request by request against
+        # the limit of one claim, as the allocator does before it searches.
+        minimum: dict[int, int] = {}
         for ri, req in enumerate(self.claim.requests):
+            least = 0
             if req.prioritized:
-                least = None
-                for si, ch in enumerate(req.choices):
-                    data = self._validate((ri, si), ch, req.name)
-                    least = data.num if least is None else min(least, data.num)
-                minimum += least or 0
+                nums = [
+                    self._validate((ri, si), ch, req.name).num for si, ch in enumerate(req.choices)
+                ]
+                least = min(nums, default=0)
             elif req.choices:
-                minimum += self._validate((ri, 0), req.choices[0], None).num
-        if minimum > self.max_results:
-            raise SearchError(f"{minimum} devices requested, more than a claim holds")
+                least = self._validate((ri, 0), req.choices[0], None).num
+            claim = self.claim_of.get(req.name, 0)
+            before = minimum.get(claim, 0)
+            if least > self.max_results - before:
+                raise SearchError(
+                    f"request {req.name}: {least} devices, with {before} already counted, are "
+                    f"more than a claim holds ({self.max_results})"
+                )
+            minimum[claim] = before + least
         try:
             done = self._one(0, 0, 0, False, self.start)
         except _MaxSize:
@@ -265,7 +274,7 @@ class NodeSearch:
             return False
         if di >= data.num:
             return self._one(ri + 1, 0, 0, False, ORIGIN)
-        if len(self.results) + data.num - di > self.max_results:
+        if self.held.get(self._claim(data), 0) + data.num - di > self.max_results:
             raise _MaxSize
         if data.all_devices is not None:
             d, pool = data.all_devices[di]
@@ -447,9 +456,11 @@ class NodeSearch:
             self._add_share(d, share, +1)
             undo.append(partial(self._add_share, d, share, -1))
         label = f"{data.parent}/{data.name}" if data.parent else data.name
+        claim = self._claim(data)
         self.results.append(d)
+        self.held[claim] = self.held.get(claim, 0) + 1
         self.picks.append(Pick(d, label, data.choice.admin_access, share))
-        undo.append(self._drop_last)
+        undo.append(partial(self._drop_last, claim))
         return rollback
 
     def _admits(
@@ -535,9 +546,10 @@ class NodeSearch:
         if not claims:
             del self.allocating[dev]
 
-    def _drop_last(self) -> None:
+    def _drop_last(self, claim: int) -> None:
         self.picks.pop()
         self.results.pop()  # undone in reverse order of allocation, as backtracking does
+        self.held[claim] -= 1
 
     def _add_share(self, d: SearchDevice, share: Mapping[str, Quantity], sign: int) -> None:
         if sign < 0 and not share and self.rules.empty_shares_stay:
