@@ -406,7 +406,8 @@ class NodeSearch:
         dev = d.device
         multi = dev.allow_multiple_allocations
         admin = data.choice.admin_access
-        if not multi and admin and self._claim(data) in self.allocating.get(d.id, ()):
+        claim = self._claim(data)
+        if not multi and admin and claim in self.allocating.get(d.id, ()):
             return None
         if not admin and self._in_use(d, pool):
             return None
@@ -441,7 +442,6 @@ class NodeSearch:
             refuse()
             return None
         if not multi:
-            claim = self._claim(data)
             self.allocating.setdefault(d.id, []).append(claim)
             undo.append(partial(self._release, d.id, claim))
         if not self._capacity_fits(data, d, pool, slot):
@@ -455,13 +455,23 @@ class NodeSearch:
             share = taken(dev, data.capacities, self.rules.fractional_capacity_range)
             self._add_share(d, share, +1)
             undo.append(partial(self._add_share, d, share, -1))
+        self._record(d, data, claim, share, undo)
+        return rollback
+
+    def _record(
+        self,
+        d: SearchDevice,
+        data: _Request,
+        claim: int,
+        share: Mapping[str, Quantity] | None,
+        undo: list[Callable[[], None]],
+    ) -> None:
+        """The device among the results (counted for its claim), and how to take it out."""
         label = f"{data.parent}/{data.name}" if data.parent else data.name
-        claim = self._claim(data)
         self.results.append(d)
         self.held[claim] = self.held.get(claim, 0) + 1
         self.picks.append(Pick(d, label, data.choice.admin_access, share))
         undo.append(partial(self._drop_last, claim))
-        return rollback
 
     def _admits(
         self, data: _Request, d: SearchDevice, must: bool, undo: list[Callable[[], None]]
