@@ -51,11 +51,17 @@ MAP_ORDER_SEEDS = int(os.environ.get("DRAVIEW_FIT_MAP_ORDER_SEEDS", "6"))
 # tile, where one walk order fits and the other does not; seed 17: the claims of one Pod
 # taking the same device, one of them with admin access; seed 180 (found by
 # bench/fidelity): a Pod whose first claim gets a node-local device and whose second
-# gets one with a node selector of two terms, which the allocator cannot write.
+# gets one with a node selector of two terms, which the allocator cannot write. Found
+# by bench/fidelity --fit: seed 2798 (1.37), a Pod whose claim for all devices of its
+# class matches 41 on one node (the limit of 32 holds per claim); seed 1734 (1.36), a
+# claim for all devices where a node with no view of any pool gathers an incomplete pool
+# through its counter slice, and the attempt aborts there.
 FOUND: tuple[tuple[int, tuple[str, ...]], ...] = (
     (10, ("inspect", "tolerant")),
     (17, ("either", "inspect-2")),
     (180, ("together", "either")),
+    (2798, ("all", "inspect-2")),
+    (1734, ("all",)),
 )
 
 

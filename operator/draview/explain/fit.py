@@ -643,8 +643,13 @@ def fit(
     q = _Question(world, results, rules, merged, first, budget, cel)
     nodes = q.nodes()
     if world.nodes is not None:
-        # The cluster's nodes are known: no node is assumed beyond them.
-        nodes = [n for n in nodes if n is not None]
+        # The cluster's nodes are known: no node is assumed beyond them. A node with no
+        # view of any pool still gathers the pools every node does (their counter
+        # slices, 1.35 and 1.36), and the attempt aborts there as anywhere: one such
+        # node answers for all of them.
+        known = [n for n in nodes if n is not None]
+        viewless = sorted({n.name for n in world.nodes} - set(known))
+        nodes = known + viewless[:1] if q.index.bystanders else known
     pinned = [c for c in workload.shared if c.allocated]
     if pinned:
         nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
