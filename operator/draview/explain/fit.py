@@ -647,9 +647,9 @@ def fit(
         # view of any pool still gathers the pools every node does (their counter
         # slices, 1.35 and 1.36), and the attempt aborts there as anywhere: one such
         # node answers for all of them.
-        known = [n for n in nodes if n is not None]
-        viewless = sorted({n.name for n in world.nodes} - set(known))
-        nodes = known + viewless[:1] if q.index.bystanders else known
+        known: list[NodeName] = [n for n in nodes if n is not None]
+        viewless = sorted({n.name for n in world.nodes} - {n for n in known if n})
+        nodes = [*known, *viewless[:1]] if q.index.bystanders else known
     pinned = [c for c in workload.shared if c.allocated]
     if pinned:
         nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
