@@ -641,23 +641,7 @@ def fit(
     merged = _merge(per_copy)
     first = _merge([*per_copy, *pending]) if pending else merged
     q = _Question(world, results, rules, merged, first, budget, cel)
-    nodes = q.nodes()
-    if world.nodes is not None:
-        # The cluster's nodes are known: no node is assumed beyond them. A node with no
-        # view of any pool still gathers the pools every node does (their counter
-        # slices, 1.35 and 1.36), and the attempt aborts there as anywhere: one such
-        # node answers for all of them.
-        known: list[NodeName] = [n for n in nodes if n is not None]
-        viewless = sorted({n.name for n in world.nodes} - {n for n in known if n})
-        nodes = [*known, *viewless[:1]] if q.index.bystanders else known
-    pinned = [c for c in workload.shared if c.allocated]
-    if pinned:
-        nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
-        out.notes.append(
-            "copies share "
-            + ", ".join(c.name for c in pinned)
-            + f": only the {len(nodes)} node(s) that reach its devices are tried"
-        )
+    nodes = _nodes_to_try(q, world, workload, out)
     if pending:
         # The first copy allocates the shared claims; every later copy must reach them:
         # all nodes are one group, and later copies are searched only where they reach.
@@ -705,6 +689,29 @@ def fit(
     out.searches = q.searches
     _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups)
     return out
+
+
+def _nodes_to_try(q: _Question, world: World, workload: Workload, out: FitResult) -> list[NodeName]:
+    """The nodes copies may go to: those some pool has a view for, and where copies
+    share an allocated claim, only those that reach its devices (said in `out`)."""
+    nodes = q.nodes()
+    if world.nodes is not None:
+        # The cluster's nodes are known: no node is assumed beyond them. A node with no
+        # view of any pool still gathers the pools every node does (their counter
+        # slices, 1.35 and 1.36), and the attempt aborts there as anywhere: one such
+        # node answers for all of them.
+        known = [n for n in nodes if n is not None]
+        viewless = sorted({n.name for n in world.nodes} - set(known))
+        nodes = [*known, *viewless[:1]] if q.index.bystanders else [*known]
+    pinned = [c for c in workload.shared if c.allocated]
+    if pinned:
+        nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
+        out.notes.append(
+            "copies share "
+            + ", ".join(c.name for c in pinned)
+            + f": only the {len(nodes)} node(s) that reach its devices are tried"
+        )
+    return nodes
 
 
 def _reaches(q: _Question, node: NodeName, claim: ResourceClaim) -> bool:
