@@ -151,7 +151,7 @@ async def _run(
     if pod is not None:
         reporter = NotReadyReporter(api, pod, syncer.not_ready)
         tasks.append(asyncio.create_task(reporter.run(), name="not-ready-events"))
-    endpoint = _explain_api(api, cfg, ctl, tasks)
+    endpoint = _explain_api(api, cfg, ctl, tasks, pod)
     if elector is not None:
         tasks.append(asyncio.create_task(elector.run(), name="leader"))
     else:
@@ -186,9 +186,14 @@ def _start_tasks(
 
 
 def _explain_api(
-    api: client.ApiClient, cfg: RunConfig, ctl: Controller, tasks: list[asyncio.Task[None]]
+    api: client.ApiClient,
+    cfg: RunConfig,
+    ctl: Controller,
+    tasks: list[asyncio.Task[None]],
+    pod: tuple[str, str, str] | None,
 ) -> LeaderEndpoint | None:
-    """Start the explain API's port, and the leader's EndpointSlice when there is one."""
+    """Start the explain API's port, and the leader's EndpointSlice when there is one;
+    `pod`: own_pod(), the Pod the slice names."""
     e = cfg.explain
     if e is None:
         return None
@@ -199,7 +204,6 @@ def _explain_api(
     tasks.append(asyncio.create_task(warm, name="explain-catalog"))
     if e.service is None or e.address is None:
         return None
-    pod = own_pod()
     endpoint = LeaderEndpoint(
         api,
         ctl.role,
