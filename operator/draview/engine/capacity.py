@@ -157,6 +157,16 @@ def request_fits(
     out before any is compared, as 1.37 does, so which one aborts does not depend on order."""
     if requests and any(name not in dev.capacity for name in requests):
         return None
+    if not (requests or used or allocating):
+        # Nothing asked and nothing in use (most devices, each search): a capacity with
+        # no policy takes all of itself, which fits whenever its value reads.
+        for cap in dev.capacity.values():
+            if _has_policy(cap):
+                break
+            if _q(cap.value) is None:
+                return False
+        else:
+            return True
     takes = [
         (name, cap, consumed(requests.get(name) if requests else None, cap, fractional))
         for name, cap in dev.capacity.items()

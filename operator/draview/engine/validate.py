@@ -55,6 +55,9 @@ class ParsedPool:
     # Every device instance that consumes counters, with the compatibility groups of each
     # consumption (engine/compat.py); empty unless some device of the pool names a group.
     group_uses: list[tuple[str, Uses]] = field(default_factory=list)
+    # `needs` in nanos per device name, filled as asked: explain/gather.py reads it for
+    # every device of every node's search, again for each question over the same pools.
+    nanos_cache: dict[str, tuple[tuple[CounterKey, int], ...]] = field(default_factory=dict)
 
     def has_policy(self, dev: Device) -> bool:
         found = self.policy_cache.get(id(dev.capacity))
@@ -77,6 +80,13 @@ class ParsedPool:
             if found is not None:
                 return found
         return self.consumption.get(device, [])
+
+    def needs_nanos(self, device: str) -> tuple[tuple[CounterKey, int], ...]:
+        """`needs` in nanos."""
+        found = self.nanos_cache.get(device)
+        if found is None:
+            found = self.nanos_cache[device] = tuple((k, q.nanos) for k, q in self.needs(device))
+        return found
 
 
 def parse_q(text: str, where: str, errors: list[str]) -> Quantity | None:

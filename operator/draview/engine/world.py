@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from draview.api.node_info import NodeGroups, NodeInfo, assumed_nodes
 from draview.api.world import World
 from draview.engine.aborts import NO_ABORTS, Aborts, find_aborts
 from draview.engine.allocations import index_allocations
-from draview.engine.model import EngineOptions, PoolKey
+from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.objects import result_objects
 from draview.engine.pool import PoolResult, compute_pool
 from draview.engine.pools import group_slices
@@ -22,17 +22,20 @@ def compute_world(
     options: EngineOptions | None = None,
     earlier: Sequence[PoolResult] = (),
     changed: Collection[PoolKey] | None = None,
+    allocations: Mapping[PoolKey, Sequence[AllocRef]] | None = None,
 ) -> list[PoolResult]:
     """Results for every pool, sorted by (driver, pool). `earlier`: results for the same
     slices and nodes, whose slice-only work each pool reuses; with `changed`, the pools
     whose allocations may differ from `earlier`'s: every other pool keeps its earlier
-    result as it is (where pools are judged apart, from 1.35)."""
+    result as it is (where pools are judged apart, from 1.35). `allocations`: the claims'
+    results by pool (index_allocations(world.claims)), when the caller holds them."""
     by_pool = group_slices(world.slices)
     problems: dict[PoolKey, list[str]] = defaultdict(list)
     for p in world.problems:
         if p.pool is not None:
             problems[p.pool].append(str(p))
-    allocations = index_allocations(world.claims)
+    if allocations is None:
+        allocations = index_allocations(world.claims)
     # A pool whose every slice is unreadable still shows, invalid: its devices are not
     # allocatable, and vanishing would hide that from whoever watches the pool.
     unreadable = {p.pool for p in world.problems if p.pool and p.kind == "ResourceSlice"}

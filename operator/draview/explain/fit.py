@@ -37,17 +37,18 @@ from draview.api.taints import DeviceClass
 from draview.api.workload import Workload
 from draview.api.world import World
 from draview.cel import CelEngine
-from draview.engine.allocations import index_allocations
+from draview.engine.allocations import claim_allocations, index_allocations
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import Rules, as_read, refusal, rules_for
-from draview.engine.verdict import AllocatedState
+from draview.engine.validate import CounterKey, ParsedPool
+from draview.engine.verdict import AllocatedState, counters_left
 from draview.engine.world import compute_world
 from draview.explain.allocatable import MAX_COMBINATIONS
 from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous, node_pools
 from draview.explain.index import DeviceIndex
 from draview.explain.model import ClaimExplanation
-from draview.explain.orders import Chooser, NeedChoice, relevance
+from draview.explain.orders import Chooser, NeedChoice, pools_met, relevance
 from draview.explain.search import (
     MAX_RESULTS,
     ORIGIN,
@@ -58,6 +59,7 @@ from draview.explain.search import (
     SearchError,
 )
 from draview.explain.why import Explainer
+from draview.quantity import Quantity
 
 # Node searches (one Allocate call on one node each) one question may spend.
 FIT_BUDGET = 20_000
@@ -219,6 +221,7 @@ class _Question:
         self,
         world: World,
         results: Sequence[PoolResult],
+        base: Mapping[PoolKey, Sequence[AllocRef]],
         rules: Rules,
         merged: _Merged,
         first: _Merged,
@@ -242,9 +245,14 @@ class _Question:
             dict(zip(shaky, c, strict=True))
             for c in islice(product(*shaky.values()), MAX_COMBINATIONS)
         ]
-        self.base = index_allocations(world.claims)
+        self.base = base  # the world's allocations by pool (index_allocations)
         self._pools: dict[tuple[NodeName, int], list[NodePool]] = {}
         self._states: dict[tuple[PoolKey, tuple[Taken, ...]], AllocatedState] = {}
+        # left_of's memo, and what it needs: the engine's state each of _states adds
+        # devices to, and the counted debits of each view's devices by name.
+        self._lefts: dict[tuple[int, int], Mapping[CounterKey, int]] = {}
+        self._derived: dict[int, tuple[AllocatedState, set[str]]] = {}
+        self._debits: dict[int, dict[str, list[list[tuple[CounterKey, Quantity]]]]] = {}
         self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
         self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
         self.tried: list[NodeName] = []  # the nodes copies may go to
@@ -296,6 +304,39 @@ class _Question:
                     )
                 )
             found = self._states[(key, taken)] = AllocatedState.for_rules(refs, self.rules)
+            self._derived[id(found)] = (pool.allocated, {t.device for t in taken})
+        return found
+
+    def left_of(self, parsed: ParsedPool, state: AllocatedState) -> Mapping[CounterKey, int]:
+        """counters_left, once per view and state. A state the copies made (`_allocated`)
+        is the engine's state of the pool and a few devices more: its counters are that
+        state's less the debits of the devices it charges that the engine's did not."""
+        key = (id(parsed), id(state))  # both live as long as the question (_pools, _states)
+        found = self._lefts.get(key)
+        if found is not None:
+            return found
+        derived = self._derived.get(id(state))
+        if derived is None:
+            found = counters_left(parsed, state)
+        else:
+            base, names = derived
+            found = dict(self.left_of(parsed, base))
+            debits = self._debits_of(parsed)
+            for name in names:
+                if state.debits(name) and not base.debits(name):
+                    for key_q in debits.get(name, ()):
+                        for ck, q in key_q:
+                            if ck in found:
+                                found[ck] -= q.nanos
+        self._lefts[key] = found
+        return found
+
+    def _debits_of(self, parsed: ParsedPool) -> dict[str, list[list[tuple[CounterKey, Quantity]]]]:
+        found = self._debits.get(id(parsed))
+        if found is None:
+            found = self._debits[id(parsed)] = {}
+            for name, debits in parsed.counted:
+                found.setdefault(name, []).append(debits)
         return found
 
     def pools_at(self, node: NodeName, combo: int, taken: tuple[Taken, ...]) -> list[NodePool]:
@@ -319,8 +360,7 @@ class _Question:
         self._relevant[node] = out
         for combo in range(len(self.combos)):
             pools = self.pools(node, combo)
-            rel = relevance(self.first.claim, self.classes, pools, self.cel, self.rules)
-            out.update(rel.ids[pi] for pi in rel.slices)
+            out.update(pools_met(self.first.claim, self.classes, pools, self.cel, self.rules))
         return out
 
     def outcomes(self, node: NodeName, combo: int, state: State) -> list[Outcome]:
@@ -393,6 +433,7 @@ class _Question:
             max_results=self.max_results,
             claim_of=merged.claim_of,
             start=start,
+            left_of=self.left_of,
         )
         try:
             answer = search.run()
@@ -629,8 +670,9 @@ def fit(
         if refused is not None:
             out.stopped, out.blocker = "aborts", f"the scheduler aborts: {refused}"
             return out
+    base = index_allocations(world.claims)
     if results is None:
-        results = compute_world(world, opts)
+        results = compute_world(world, opts, allocations=base)
     if cel is None:
         # Every device is met several times (grouping, searches, the explanation): its
         # selector results must stay cached for the whole question.
@@ -640,7 +682,7 @@ def fit(
     pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
     merged = _merge(per_copy)
     first = _merge([*per_copy, *pending]) if pending else merged
-    q = _Question(world, results, rules, merged, first, budget, cel)
+    q = _Question(world, results, base, rules, merged, first, budget, cel)
     nodes = _nodes_to_try(q, world, workload, out)
     if pending:
         # The first copy allocates the shared claims; every later copy must reach them:
@@ -829,9 +871,14 @@ def _explain_next(
                 )
             )
     after = replace(world, claims=[*world.claims, *placed])
-    # Only the pools the copies took devices in are judged again.
+    # Only the pools the copies took devices in are judged again, with the world's
+    # allocations the question indexed and the copies' added.
     touched = {(t.driver, t.pool) for _, taken in path for t in taken}
-    results = compute_world(after, opts, q.results, touched)
+    allocations = dict(q.base)
+    for c in placed:
+        for key, refs in claim_allocations(c).items():
+            allocations[key] = [*allocations.get(key, ()), *refs]
+    results = compute_world(after, opts, q.results, touched, allocations)
     index = DeviceIndex.build(results, after.taint_rules)
     explainer = Explainer(q.cel)
     claims = [_copy_claim(c, len(path) + 1) for c in per_copy]

@@ -38,10 +38,13 @@ class SearchDevice:
     node_local: bool
     # Its slice has skipNodeOperations and the node or the scheduler cannot do without.
     node_operations_refused: bool = False
+    # `debits` summed per counter, in nanos (ParsedPool.needs_nanos): reserved by the search.
+    debit_nanos: tuple[tuple[CounterKey, int], ...] = ()
+    # Worked out once: the search reads it for every device it walks past.
+    id: tuple[str, str, str] = field(init=False, compare=False, repr=False)
 
-    @property
-    def id(self) -> tuple[str, str, str]:
-        return (self.driver, self.pool, self.device.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", (self.driver, self.pool, self.device.name))
 
     @property
     def cel_key(self) -> tuple[str, str, str, int, str]:
@@ -196,6 +199,9 @@ def _devices(
     per_device = s.per_device_node_selection and not (
         s.node_name or s.all_nodes or s.node_selector is not None
     )
+    parsed = o.parsed
+    consumption = parsed.consumption if parsed else {}
+    skips = refuse_skips and bool(s.skip_node_operations)
     return [
         SearchDevice(
             driver,
@@ -204,11 +210,12 @@ def _devices(
             s.generation,
             dev,
             (i, j) in targets,
-            tuple(effective_taints(driver, name, dev, rules)),
-            tuple(o.parsed.consumption.get(dev.name, ())) if o.parsed else (),
+            tuple(effective_taints(driver, name, dev, rules)) if rules else tuple(dev.taints),
+            tuple(consumption.get(dev.name, ())),
             (i, j) in view.unsupported,
             bool(dev.node_name if per_device else s.node_name) or dev.binds_to_node,
-            refuse_skips and bool(s.skip_node_operations),
+            skips,
+            parsed.needs_nanos(dev.name) if parsed else (),
         )
         for j, dev in enumerate(fs.devices)
     ]

@@ -41,6 +41,7 @@ from typing import Protocol
 from draview.api.claims import DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.engine.model import PoolKey
 from draview.engine.rules import Rules
 from draview.explain.checks import untolerated
 from draview.explain.gather import NodePool, SearchDevice
@@ -333,4 +334,29 @@ def relevance(
     if any(r.choices and r.choices[0].allocation_mode == "All" for r in claim.requests):
         # "All" takes its devices in the walk's order, and a constraint may refuse one.
         out.hazard = out.hazard or bool(claim.constraints)
+    return out
+
+
+def pools_met(
+    claim: ResourceClaim,
+    classes: Mapping[str, DeviceClass],
+    pools: Sequence[NodePool],
+    cel: CelEngine,
+    rules: Rules,
+) -> set[PoolKey]:
+    """The pools of `relevance`'s slices (a device some request evaluates and matches,
+    or fails on), without the rest it works out: each pool is read up to its first
+    such device, where relevance reads every device to know the walk's orders."""
+    keys = _keys(claim, classes)
+    out: set[PoolKey] = set()
+    for pool in pools:
+        if pool.invalid and not rules.invalid_pool_is_node_local:
+            continue  # relevance keeps it for the walk, with no slice of it
+        dedicated = pool.allocated.dedicated
+        if any(
+            _effect(d, d.device.name in dedicated, keys, cel)
+            for devices in pool.slices
+            for d in devices
+        ):
+            out.add((pool.driver, pool.pool))
     return out

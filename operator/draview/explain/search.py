@@ -24,8 +24,8 @@ from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.engine.capacity import CapacityError, request_fits, taken
 from draview.engine.compat import Intersection, admit, baseline, uses_of
 from draview.engine.rules import DEFAULT_RULES, Rules
-from draview.engine.validate import CounterKey
-from draview.engine.verdict import counters_left
+from draview.engine.validate import CounterKey, ParsedPool
+from draview.engine.verdict import AllocatedState, counters_left
 from draview.explain.checks import untolerated
 from draview.explain.constraints import (
     Attributes,
@@ -121,6 +121,11 @@ def _attempt(undo: Callable[[], None], go: Callable[[], bool]) -> bool:
     return done
 
 
+# What is left of a view's counters with the pool's devices in use: counters_left, or a
+# caller's memo of it (explain/fit.py asks the same pools again and again).
+LeftOf = Callable[[ParsedPool, AllocatedState], Mapping[CounterKey, int]]
+
+
 class NodeSearch:
     """One Allocate call for one claim on one node."""
 
@@ -136,13 +141,15 @@ class NodeSearch:
         max_results: int = MAX_RESULTS,
         claim_of: Mapping[str, int] | None = None,
         start: Location = ORIGIN,
+        left_of: LeftOf = counters_left,
     ) -> None:
         """`chooser`: the walk order where the allocator walks pools in map order;
         `max_results`: how many results a claim may hold; `claim_of`: for a Pod's
         claims searched as one (explain/fit.py), which of them each request belongs
         to: the limit holds for each of them, as the allocator counts it; `start`: where the
         first request's first device is looked for (explain/fit.py skips what an earlier,
-        less allocated search on the same pools already passed over)."""
+        less allocated search on the same pools already passed over); `left_of`: what is
+        left of a view's counters (counters_left, or a memo of it)."""
         self.claim_of = claim_of or {}
         self.start = start
         # Where the first request's first device was found (`run` answered "ok").
@@ -164,7 +171,7 @@ class NodeSearch:
         self.allocating: dict[tuple[str, str, str], list[int]] = {}
         self.shares: dict[tuple[str, str, str], int] = {}
         self.allocating_capacity: dict[tuple[str, str, str], dict[str, Quantity]] = {}
-        self.counters = _Counters(self.rules.counters_by_pool_id)
+        self.counters = _Counters(self.rules.counters_by_pool_id, left_of)
         # Compatibility groups open per pool and counter set (engine/compat.py).
         self.groups: dict[tuple[str, str], dict[str, Intersection]] = {}
         self.results: list[SearchDevice] = []
@@ -582,9 +589,10 @@ class _Counters:
     them within one Allocate call; from 1.36.6 and in 1.37 under (driver, pool)
     (rules.counters_by_pool_id)."""
 
-    def __init__(self, by_pool_id: bool) -> None:
+    def __init__(self, by_pool_id: bool, left_of: LeftOf = counters_left) -> None:
         self.by_pool_id = by_pool_id
-        self.available: dict[str, dict[CounterKey, int]] = {}
+        self.left_of = left_of
+        self.available: dict[str, Mapping[CounterKey, int]] = {}
         self.consumed: dict[str, dict[CounterKey, int]] = {}
         self.overdrawn: dict[str, bool] = {}  # some counter already below zero
 
@@ -598,31 +606,31 @@ class _Counters:
         name = self._key(pool)
         available = self.available.get(name)
         if available is None:
-            available = counters_left(pool.parsed, pool.allocated) if pool.parsed else {}
+            available = self.left_of(pool.parsed, pool.allocated) if pool.parsed else {}
             self.available[name] = available
-        consumed = self.consumed.setdefault(name, {})
-        for key, q in d.debits:
-            consumed[key] = consumed.get(key, 0) + q.nanos
         # A counter this attempt does not touch still fails when already negative (per
         # slice, 1.34, only the device's own slice's counters count, all in its debits).
         # Every other counter passed when it was last reserved and has not grown since:
         # only the device's own debits need looking at.
-        per_slice = pool.parsed is not None and pool.parsed.per_slice
-        if not per_slice:
+        if pool.parsed is None or not pool.parsed.per_slice:
             overdrawn = self.overdrawn.get(name)
             if overdrawn is None:
                 overdrawn = self.overdrawn[name] = any(v < 0 for v in available.values())
             if overdrawn:
-                self.release(d, pool)
                 return False
-        for key, _ in d.debits:
+        consumed = self.consumed.get(name)
+        if consumed is None:
+            consumed = self.consumed[name] = {}
+        # Checked before anything is taken, so a refusal has nothing to give back.
+        for key, n in d.debit_nanos:
             left = available.get(key)
-            if left is not None and left < consumed.get(key, 0):
-                self.release(d, pool)
+            if left is not None and left < consumed.get(key, 0) + n:
                 return False
+        for key, n in d.debit_nanos:
+            consumed[key] = consumed.get(key, 0) + n
         return True
 
     def release(self, d: SearchDevice, pool: NodePool) -> None:
         consumed = self.consumed[self._key(pool)]
-        for key, q in d.debits:
-            consumed[key] -= q.nanos
+        for key, n in d.debit_nanos:
+            consumed[key] -= n
