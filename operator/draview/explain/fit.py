@@ -843,33 +843,7 @@ def _explain_next(
     pending: Sequence[ResourceClaim],
 ) -> tuple[list[ClaimExplanation], str]:
     """`why` for the claims of the next copy, in the world with the placed copies."""
-    placed: list[ResourceClaim] = []
-    for k, (_, taken) in enumerate(path):
-        merged = q.first if k == 0 else q.merged
-        by_claim: dict[str, list[AllocationResult]] = {}
-        for t in taken:
-            claim, request = merged.owner(t.request)
-            by_claim.setdefault(claim, []).append(
-                AllocationResult(
-                    request=request,
-                    driver=t.driver,
-                    pool=t.pool,
-                    device=t.device,
-                    admin_access=t.admin_access,
-                    share_id=f"fit-{k}-{len(by_claim.get(claim, []))}" if t.shared else None,
-                    consumed_capacity=dict(t.consumed),
-                )
-            )
-        for claim, res in by_claim.items():
-            placed.append(
-                ResourceClaim(
-                    uid=f"fit-{k}-{claim}",
-                    namespace=workload.namespace,
-                    name=f"{claim}-copy-{k + 1}",
-                    results=tuple(res),
-                    allocated=True,
-                )
-            )
+    placed = _placed(q, workload, path)
     after = replace(world, claims=[*world.claims, *placed])
     # Only the pools the copies took devices in are judged again, with the world's
     # allocations the question indexed and the copies' added.
@@ -908,6 +882,40 @@ def _explain_next(
     first = stuck[0]
     label = f"claim {first.name}: " if len(claims) > 1 else ""
     return stuck, label + first.summary
+
+
+def _placed(
+    q: _Question, workload: Workload, path: Sequence[tuple[NodeName, tuple[Taken, ...]]]
+) -> list[ResourceClaim]:
+    """The copies placed along `path`, as the allocated claims they would be."""
+    placed: list[ResourceClaim] = []
+    for k, (_, taken) in enumerate(path):
+        merged = q.first if k == 0 else q.merged
+        by_claim: dict[str, list[AllocationResult]] = {}
+        for t in taken:
+            claim, request = merged.owner(t.request)
+            by_claim.setdefault(claim, []).append(
+                AllocationResult(
+                    request=request,
+                    driver=t.driver,
+                    pool=t.pool,
+                    device=t.device,
+                    admin_access=t.admin_access,
+                    share_id=f"fit-{k}-{len(by_claim.get(claim, []))}" if t.shared else None,
+                    consumed_capacity=dict(t.consumed),
+                )
+            )
+        for claim, res in by_claim.items():
+            placed.append(
+                ResourceClaim(
+                    uid=f"fit-{k}-{claim}",
+                    namespace=workload.namespace,
+                    name=f"{claim}-copy-{k + 1}",
+                    results=tuple(res),
+                    allocated=True,
+                )
+            )
+    return placed
 
 
 def iter_nodes(result: FitResult) -> Iterator[NodeFit]:
