@@ -6,6 +6,7 @@ Pod or Service IPs here). Used by tests/integration/test_explain_api.py and benc
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,26 @@ def serving_cert(d: Path, namespace: str) -> bytes:
          "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "1",
          "-extfile", str(d / "san.ext"), "-out", str(d / "tls.crt"))  # fmt: skip
     return (d / "ca.crt").read_bytes()
+
+
+def renew(d: Path, namespace: str) -> str:
+    """A new key and certificate in d, signed by the CA serving_cert made, each file
+    renamed into place as the kubelet swaps a Secret volume's; returns its serial (hex)."""
+    host = f"{SERVICE}.{namespace}.svc"
+    new = d / "renewed"
+    new.mkdir(exist_ok=True)
+
+    def ossl(*args: str) -> str:
+        return subprocess.run(["openssl", *args], check=True, capture_output=True, text=True).stdout
+
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}",
+         "-keyout", str(new / "tls.key"), "-out", str(new / "tls.csr"))  # fmt: skip
+    ossl("x509", "-req", "-in", str(new / "tls.csr"), "-CA", str(d / "ca.crt"),
+         "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "1",
+         "-extfile", str(d / "san.ext"), "-out", str(new / "tls.crt"))  # fmt: skip
+    os.replace(new / "tls.key", d / "tls.key")
+    os.replace(new / "tls.crt", d / "tls.crt")
+    return ossl("x509", "-noout", "-serial", "-in", str(d / "tls.crt")).strip().split("=")[1]
 
 
 def registration(namespace: str, port: int, ca: bytes) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ plugin computes itself (--live).
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -22,7 +23,7 @@ from operator_helpers import DRIVER, allocate, claim, rslice, uniq, wait_states
 from operator_proc import Operator, free_port
 from test_kubectl_dra import dra
 
-from explain_local import APISERVICE, registration, serving_cert
+from explain_local import APISERVICE, registration, renew, serving_cert
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
@@ -182,3 +183,27 @@ def test_the_leader_keeps_its_address_in_the_services_endpointslice(
     svc = json.loads(crds.check("get", "service", "draview-leader-test", "-n", ns, "-o", "json"))
     (owner,) = doc["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"]) == ("Service", svc["metadata"]["uid"])
+
+
+def test_a_renewed_serving_certificate_is_served_without_a_restart(
+    crds: KubeCluster, explain: dict[str, Any]
+) -> None:
+    certs, port = explain["certs"], explain["port"]
+
+    def served() -> str:
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        with (
+            socket.create_connection(("127.0.0.1", port)) as raw,
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
+            return str(tls.getpeercert()["serialNumber"])
+
+    before = served()
+    serial = renew(certs, explain["namespace"])
+    assert serial.upper() != before.upper()
+    assert served().upper() == serial.upper()
+    # The API server, which trusts the CA, still reaches the port.
+    got = json.loads(crds.check("get", "--raw", "/apis/explain.draview.io/v1alpha1"))
+    assert got["resources"][0]["name"] == "claimexplanations"
+    assert "serving certificate loaded again" in explain["operator"].logs()
+

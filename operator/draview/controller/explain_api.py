@@ -6,13 +6,13 @@ Discovery is served to anyone who reaches the port (the API server reads it to l
 group, as it does for every aggregated API); an explanation only to a caller the front
 proxy names and the API server authorizes (front_proxy.py). The port starts once the
 front-proxy CA is read: until then there is no way to tell the API server from anyone
-else, and the APIService shows as unavailable, which says why."""
+else, and the APIService shows as unavailable, which says why. The serving certificate and
+the CA are taken up again when they change (serving_tls.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from typing import Any
 
 from aiohttp import web
@@ -22,11 +22,15 @@ from draview.api import explanations as api
 from draview.controller import front_proxy
 from draview.controller.explain_answers import ClaimAnswers
 from draview.controller.logs import Once
+from draview.controller.serving_tls import ServingTLS
 
 log = logging.getLogger("draview.explain_api")
 
 # Seconds between attempts to read the front-proxy CA while it cannot be read.
 RETRY = 10.0
+# Seconds between reads of the front-proxy CA once serving: the API server's CA is
+# rotated rarely, and a stale one only refuses the API server until the next read.
+PROXY_RELOAD = 60.0
 
 
 def _json(code: int, body: dict[str, Any]) -> web.Response:
@@ -37,9 +41,7 @@ def _fail(code: int, reason: str, message: str) -> web.Response:
     return _json(code, api.status(code, reason, message))
 
 
-def app(
-    proxy: front_proxy.FrontProxy, answers: ClaimAnswers, kube: client.ApiClient
-) -> web.Application:
+def app(tls: ServingTLS, answers: ClaimAnswers, kube: client.ApiClient) -> web.Application:
     async def group_list(_: web.Request) -> web.Response:
         return _json(200, api.group_list())
 
@@ -51,7 +53,7 @@ def app(
 
     async def explanation(request: web.Request) -> web.Response:
         peer = request.transport.get_extra_info("peercert") if request.transport else None
-        who = proxy.caller(peer, request.headers)
+        who = tls.proxy.caller(peer, request.headers)
         if who is None:
             return _fail(401, "Unauthorized", "ask through the Kubernetes API server")
         namespace = request.match_info["namespace"]
@@ -98,16 +100,18 @@ async def run(
         except Exception as exc:  # RBAC not yet bound, or an API server without the CA
             once.say("ca", f"cannot read the front-proxy CA, the explain API waits: {exc}")
             await asyncio.sleep(RETRY)
-    context = _context(proxy, cert_dir)
-    runner = web.AppRunner(app(proxy, answers, kube), access_log=None)
+    tls = ServingTLS(proxy, cert_dir)
+    runner = web.AppRunner(app(tls, answers, kube), access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port, ssl_context=context).start()
+        await web.TCPSite(runner, host, port, ssl_context=tls.context).start()
         log.info("explain API serving", extra={"port": port})
-        await asyncio.Event().wait()
+        while True:
+            await asyncio.sleep(PROXY_RELOAD)
+            try:
+                tls.use_proxy(await front_proxy.read(kube))
+                once.clear("reload")
+            except Exception as exc:  # keeps the CA it has
+                once.say("reload", f"cannot read the front-proxy CA again: {exc}")
     finally:
         await runner.cleanup()
-
-
-def _context(proxy: front_proxy.FrontProxy, cert_dir: str) -> ssl.SSLContext:
-    return proxy.server_context(f"{cert_dir}/tls.crt", f"{cert_dir}/tls.key")
