@@ -37,7 +37,27 @@ def test_a_streamed_list_reads_like_json_loads(
     head = {k: v for k, v in head.items() if k != "items"}
     doc = {"items": items, **head} if items_first else {**head, "items": items}
     text = json.dumps(doc, indent=indent)
+    kind = head.get("kind", "List")
+    if items_first and not (isinstance(kind, str) and kind.endswith("List")):
+        # Items already streamed when the kind says it is no List: refused, not misread.
+        with pytest.raises(InputError, match="after items: not a List"):
+            list(iter_text(text, "t"))
+        return
     assert list(iter_objects(iter_text(text, "t"))) == list(iter_objects([json.loads(text)]))
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"kind": None, "items": []},
+        {"kind": "Widget", "items": [{"kind": "ResourceClaim"}]},
+        {"kind": 3, "items": [{}, {}]},
+    ],
+)
+def test_an_object_whose_kind_says_it_is_no_list_is_one_document(doc: dict[str, Any]) -> None:
+    assert parse_text(json.dumps(doc), "t") == [doc]
+    with pytest.raises(InputError, match=r"^t: line 1: kind .* after items: not a List$"):
+        parse_text(json.dumps({"items": doc["items"], "kind": doc["kind"]}), "t")
 
 
 @given(OBJECTS.filter(lambda d: "items" not in d))

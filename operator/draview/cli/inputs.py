@@ -70,9 +70,21 @@ def _decode(text: str, pos: int, max_depth: int, depth: int = 1) -> tuple[Any, i
     return value, end
 
 
+def _listing(head: dict[str, Any]) -> bool:
+    """Whether an object with an `items` array is a List, as iter_objects decides."""
+    kind = head.get("kind", "List")
+    return isinstance(kind, str) and kind.endswith("List")
+
+
+class NotAList(json.JSONDecodeError):
+    """Items streamed, then a kind that says the object is not a List."""
+
+
 def _json_items(text: str, max_depth: int) -> Iterator[Any]:
-    """The documents of one JSON object: its `items` one by one when it has an array
-    there (only Lists do, by API convention), otherwise the object itself."""
+    """The documents of one JSON object: its `items` one by one when it is a List (an
+    `items` array, and a kind that ends in List or none), otherwise the object itself.
+    `kubectl get -o json` puts `items` before `kind`: those items are streamed before the
+    kind is known, and a kind after them that is not a List's is refused (NotAList)."""
     _, pos = _expect(text, 0, "{")
     head: dict[str, Any] = {}
     listed = False
@@ -85,7 +97,7 @@ def _json_items(text: str, max_depth: int) -> Iterator[Any]:
             key, pos = scanstring(text, pos)
             _, pos = _expect(text, pos, ":")
             pos = _skip(text, pos)
-            if key == "items" and text.startswith("[", pos):
+            if key == "items" and text.startswith("[", pos) and _listing(head):
                 listed = True
                 pos = _skip(text, pos + 1)
                 if text.startswith("]", pos):
@@ -100,6 +112,8 @@ def _json_items(text: str, max_depth: int) -> Iterator[Any]:
                             break
             else:
                 head[key], pos = _decode(text, pos, max_depth, 2)
+                if listed and key == "kind" and not _listing(head):
+                    raise NotAList(f"kind {head[key]!r} after items: not a List", text, pos)
             sep, pos = _expect(text, pos, ",}")
             if sep == "}":
                 break
@@ -143,6 +157,8 @@ def _iter_text(text: str, source: str, limits: Limits) -> Iterator[Any]:
                 started = True
                 yield doc
             return
+        except NotAList as exc:
+            raise InputError(f"{source}: line {exc.lineno}: {exc.msg}") from None
         except json.JSONDecodeError as exc:
             if started:  # half a List is not YAML either
                 raise InputError(f"{source}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
