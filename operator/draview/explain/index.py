@@ -74,24 +74,29 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
         prepared is not None and not prepared.rules.incomplete_pools_refused
     )
     valid = not result.errors.allocator
+    generation = result.pool.generation
+    consumption = parsed.consumption
     devices = []
     for fs in flat:
+        of_slice = statuses.get(fs.slice.name)
+        if of_slice is None:
+            continue
         for dev in fs.devices:
-            st = statuses.get(fs.slice.name, {}).get(dev.name)
+            st = of_slice.get(dev.name)
             if st is None:
                 continue
             devices.append(
                 IndexedDevice(
-                    driver=driver,
-                    pool=pool,
-                    generation=result.pool.generation,
-                    slice=fs.slice,
-                    device=dev,
-                    status=st,
-                    taints=tuple(effective_taints(driver, pool, dev, rules)),
-                    debits=tuple(parsed.consumption.get(dev.name, ())),
-                    pool_complete=complete,
-                    pool_valid=valid,
+                    driver,
+                    pool,
+                    generation,
+                    fs.slice,
+                    dev,
+                    st,
+                    tuple(effective_taints(driver, pool, dev, rules)) if rules else dev.taints,
+                    tuple(consumption.get(dev.name, ())),
+                    complete,
+                    valid,
                 )
             )
     return PoolDevices(devices, remaining)

@@ -159,17 +159,18 @@ class Explainer:
             out.reason = out.error
             return out
         per_node: dict[str, int] = defaultdict(int)
+        matches_all = self.cel.matches_all
         for i, d in enumerate(index.devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
+            result = matches_all(selectors, DeviceInput(d.driver, d.device, lists), d.cache_key)
             if not d.pool_complete or not d.pool_valid:
                 # The allocator skips such pools without evaluating their devices.
-                if self._matches(d, selectors, lists) is True:
+                if result is True:
                     out.matched += 1
                     reason = "PoolIncomplete" if not d.pool_complete else "PoolInvalid"
                     out.blocked.setdefault(reason, []).append(d.id)
                 continue
-            result = self._matches(d, selectors, lists)
             if isinstance(result, CelRuntimeError):
                 out.runtime_errors[d.id] = str(result)
                 continue
@@ -185,12 +186,6 @@ class Explainer:
                 out.details[d.id] = blocker[1]
         self._decide(out, per_node, node)
         return out
-
-    def _matches(
-        self, d: IndexedDevice, selectors: Sequence[str], lists: str
-    ) -> bool | CelRuntimeError:
-        inp = DeviceInput(d.driver, d.device, lists)
-        return self.cel.matches_all(tuple(selectors), inp, d.cache_key)
 
     @staticmethod
     def _decide(out: ChoiceExplanation, per_node: Mapping[str, int], node: str | None) -> None:
