@@ -163,7 +163,11 @@ def test_results_are_cached_per_device_key(cel: CelEngine) -> None:
     for _ in range(3):
         assert cel.evaluate(expr, gpu(), key=("pool", 1, "gpu-0")) is True
     assert cel.evaluations == 1
-    cel.evaluate(expr, gpu(), key=("pool", 2, "gpu-0"))  # a new pool generation
+    # A new pool generation: the answer of the same model stands (cel/reads.py), another
+    # model is evaluated.
+    assert cel.evaluate(expr, gpu(), key=("pool", 2, "gpu-0")) is True
+    assert cel.evaluations == 1
+    assert cel.evaluate(expr, gpu(model={"string": "A100"}), key=("pool", 3, "gpu-0")) is False
     assert cel.evaluations == 2
     assert cel.compile(expr) is cel.compile(expr)
 

@@ -32,6 +32,7 @@ from draview.cel.device import (
     driver_activation,
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
+from draview.cel.reads import Reads, content_key, reads
 from draview.cel.values import CelValueError
 
 # Where cel-python's CEL parser is cached (set_parser_cache); None: built in memory.
@@ -172,6 +173,8 @@ class CelEngine:
         self._env = celpy.Environment(runner_class=_Runner)
         self._programs: dict[str, tuple[celpy.Runner, frozenset[str]] | CelCompileError] = {}
         self._driver_only: dict[str, bool] = {}
+        # What each expression reads of a device, where only fixed paths (cel/reads.py).
+        self._reads: dict[str, Reads | None] = {}
         # Per device key: None where every attribute converts, else the error that fails
         # every selector on the device (device.check_attributes).
         self._convertible: dict[Hashable, CelRuntimeError | None] = {}
@@ -204,6 +207,7 @@ class CelEngine:
         if unknown:
             return CelCompileError(f"undeclared reference to {', '.join(unknown)}")
         self._driver_only[expression] = _reads_only_driver(ast)
+        self._reads[expression] = reads(ast)
         return self._env.program(ast, FUNCTIONS), frozenset(called)
 
     def _runnable(self, expression: str, inp: DeviceInput) -> celpy.Runner:
@@ -264,13 +268,46 @@ class CelEngine:
             hit = self._results.get((expression, key))
             if hit is not None:
                 return hit
+        paths = self._reads.get(expression) if key is not None else None
         if self._driver_only.get(expression):
             result = self._by_driver(expression, program, inp, key)
+        elif paths is not None:
+            result = self._by_content(expression, program, inp, key, paths)
         else:
             result = self._result(program, self._activation(inp, key))
         if key is not None:
             self._remember(self._results, (expression, key), result)
         return result
+
+    def _problem(self, inp: DeviceInput, key: Hashable) -> CelRuntimeError | None:
+        """Why every selector fails on the device (an attribute CEL cannot hold), or None;
+        checked without building its values, remembered per device key."""
+        if key is not None and key in self._convertible:
+            return self._convertible[key]
+        try:
+            check_attributes(inp)
+            problem = None
+        except UnsupportedAttribute as exc:
+            problem = CelRuntimeError(str(exc))
+        if key is not None:
+            self._convertible[key] = problem
+        return problem
+
+    def _by_content(
+        self, expression: str, program: celpy.Runner, inp: DeviceInput, key: Hashable, paths: Reads
+    ) -> EvalResult:
+        """A selector that reads fixed paths of the device: evaluated once per distinct
+        value of those paths (cel/reads.py), after the check that fails it on a device
+        whose attributes CEL cannot hold."""
+        problem = self._problem(inp, key)
+        if problem is not None:
+            return problem
+        entry = (expression, ("values", content_key(paths, inp.driver, inp.device, inp.lists)))
+        hit = self._results.get(entry)
+        if hit is None:
+            hit = self._result(program, self._activation(inp, key))
+            self._remember(self._results, entry, hit)
+        return hit
 
     def _result(
         self, program: celpy.Runner, activation: celtypes.MapType | CelRuntimeError
@@ -289,15 +326,7 @@ class CelEngine:
     ) -> EvalResult:
         """A selector that reads only `device.driver`: evaluated once per driver, after
         the check that fails it on a device whose attributes CEL cannot hold."""
-        problem = self._convertible.get(key) if key is not None else None
-        if key is None or key not in self._convertible:
-            try:
-                check_attributes(inp)
-                problem = None
-            except UnsupportedAttribute as exc:
-                problem = CelRuntimeError(str(exc))
-            if key is not None:
-                self._convertible[key] = problem
+        problem = self._problem(inp, key)
         if problem is not None:
             return problem
         by_driver = ("driver", inp.driver)
