@@ -55,9 +55,11 @@ class ParsedPool:
     # Every device instance that consumes counters, with the compatibility groups of each
     # consumption (engine/compat.py); empty unless some device of the pool names a group.
     group_uses: list[tuple[str, Uses]] = field(default_factory=list)
-    # `needs` in nanos per device name, filled as asked: explain/gather.py reads it for
-    # every device of every node's search, again for each question over the same pools.
+    # `needs` in nanos per device name, and `counted` by name, filled as asked:
+    # explain/gather.py and explain/fit.py read them for every device of every node's
+    # search, again for each question over the same pools.
     nanos_cache: dict[str, tuple[tuple[CounterKey, int], ...]] = field(default_factory=dict)
+    counted_by_name: dict[str, list[list[tuple[CounterKey, Quantity]]]] | None = None
 
     def has_policy(self, dev: Device) -> bool:
         found = self.policy_cache.get(id(dev.capacity))
@@ -80,6 +82,17 @@ class ParsedPool:
             if found is not None:
                 return found
         return self.consumption.get(device, [])
+
+    def counted_of(self, device: str) -> list[list[tuple[CounterKey, Quantity]]]:
+        """The debits of each instance of the device in `counted` (none: it debits nothing)."""
+        found = self.counted_by_name
+        if found is None:
+            # Filled before it is shared: a probe's fit reads it in a worker thread.
+            found = {}
+            for name, debits in self.counted:
+                found.setdefault(name, []).append(debits)
+            self.counted_by_name = found
+        return found.get(device, [])
 
     def needs_nanos(self, device: str) -> tuple[tuple[CounterKey, int], ...]:
         """`needs` in nanos."""

@@ -59,7 +59,6 @@ from draview.explain.search import (
     SearchError,
 )
 from draview.explain.why import Explainer
-from draview.quantity import Quantity
 
 # Node searches (one Allocate call on one node each) one question may spend.
 FIT_BUDGET = 20_000
@@ -248,11 +247,9 @@ class _Question:
         self.base = base  # the world's allocations by pool (index_allocations)
         self._pools: dict[tuple[NodeName, int], list[NodePool]] = {}
         self._states: dict[tuple[PoolKey, tuple[Taken, ...]], AllocatedState] = {}
-        # left_of's memo, and what it needs: the engine's state each of _states adds
-        # devices to, and the counted debits of each view's devices by name.
+        # left_of's memo, and the engine's state each of _states adds devices to.
         self._lefts: dict[tuple[int, int], Mapping[CounterKey, int]] = {}
         self._derived: dict[int, tuple[AllocatedState, set[str]]] = {}
-        self._debits: dict[int, dict[str, list[list[tuple[CounterKey, Quantity]]]]] = {}
         self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
         self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
         self.tried: list[NodeName] = []  # the nodes copies may go to
@@ -321,22 +318,13 @@ class _Question:
         else:
             base, names = derived
             found = dict(self.left_of(parsed, base))
-            debits = self._debits_of(parsed)
             for name in names:
                 if state.debits(name) and not base.debits(name):
-                    for key_q in debits.get(name, ()):
-                        for ck, q in key_q:
+                    for debits in parsed.counted_of(name):
+                        for ck, q in debits:
                             if ck in found:
                                 found[ck] -= q.nanos
         self._lefts[key] = found
-        return found
-
-    def _debits_of(self, parsed: ParsedPool) -> dict[str, list[list[tuple[CounterKey, Quantity]]]]:
-        found = self._debits.get(id(parsed))
-        if found is None:
-            found = self._debits[id(parsed)] = {}
-            for name, debits in parsed.counted:
-                found.setdefault(name, []).append(debits)
         return found
 
     def pools_at(self, node: NodeName, combo: int, taken: tuple[Taken, ...]) -> list[NodePool]:

@@ -20,7 +20,6 @@ from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState
-from draview.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +31,14 @@ class SearchDevice:
     device: Device
     reaches: bool  # per-device node selection: does the device itself reach the node
     taints: tuple[Taint, ...]
-    debits: tuple[tuple[CounterKey, Quantity], ...]
+    # What taking it debits from the pool's counters, in nanos, summed per counter
+    # (ParsedPool.needs_nanos).
+    debits: tuple[tuple[CounterKey, int], ...]
     unsupported_selector: bool  # several node-selector terms: the result cannot be written
     # A nodeName (or bindsToNode) decides where it is: the result names the node alone.
     node_local: bool
     # Its slice has skipNodeOperations and the node or the scheduler cannot do without.
     node_operations_refused: bool = False
-    # `debits` summed per counter, in nanos (ParsedPool.needs_nanos): reserved by the search.
-    debit_nanos: tuple[tuple[CounterKey, int], ...] = ()
     # Worked out once: the search reads it for every device it walks past.
     id: tuple[str, str, str] = field(init=False, compare=False, repr=False)
 
@@ -200,7 +199,6 @@ def _devices(
         s.node_name or s.all_nodes or s.node_selector is not None
     )
     parsed = o.parsed
-    consumption = parsed.consumption if parsed else {}
     skips = refuse_skips and bool(s.skip_node_operations)
     return [
         SearchDevice(
@@ -210,12 +208,11 @@ def _devices(
             s.generation,
             dev,
             (i, j) in targets,
-            tuple(effective_taints(driver, name, dev, rules)) if rules else tuple(dev.taints),
-            tuple(consumption.get(dev.name, ())),
+            tuple(effective_taints(driver, name, dev, rules)) if rules else dev.taints,
+            parsed.needs_nanos(dev.name) if parsed else (),
             (i, j) in view.unsupported,
             bool(dev.node_name if per_device else s.node_name) or dev.binds_to_node,
             skips,
-            parsed.needs_nanos(dev.name) if parsed else (),
         )
         for j, dev in enumerate(fs.devices)
     ]

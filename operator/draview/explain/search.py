@@ -622,15 +622,15 @@ class _Counters:
         if consumed is None:
             consumed = self.consumed[name] = {}
         # Checked before anything is taken, so a refusal has nothing to give back.
-        for key, n in d.debit_nanos:
+        for key, n in d.debits:
             left = available.get(key)
             if left is not None and left < consumed.get(key, 0) + n:
                 return False
-        for key, n in d.debit_nanos:
+        for key, n in d.debits:
             consumed[key] = consumed.get(key, 0) + n
         return True
 
     def release(self, d: SearchDevice, pool: NodePool) -> None:
         consumed = self.consumed[self._key(pool)]
-        for key, n in d.debit_nanos:
+        for key, n in d.debits:
             consumed[key] -= n
