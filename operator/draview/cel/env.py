@@ -78,6 +78,8 @@ class CelRuntimeError:
 
 EvalResult = bool | CelRuntimeError
 
+_DRIVER_ONLY = frozenset({("driver",)})
+
 _ACTIVATION_NOISE = re.compile(r"\s*\(in activation .*$", re.DOTALL)
 
 
@@ -103,33 +105,6 @@ def _called_names(tree: lark.Tree[Any]) -> set[str]:
         elif node.data == "ident_arg":
             names.add(str(node.children[0]))
     return names
-
-
-def _reads_only_driver(tree: lark.Tree[Any]) -> bool:
-    """Whether every use of `device` in the expression is `device.driver` (most
-    DeviceClass selectors): its value then depends on the driver alone, and the
-    device's attributes need not be made CEL values to evaluate it. A macro variable
-    named `device` counts as another use, so such an expression is evaluated in full."""
-    uses = 0
-    drivers = 0
-    for node in tree.iter_subtrees():
-        if node.data == "ident" and node.children and str(node.children[0]) == "device":
-            uses += 1
-        elif node.data == "member_dot" and str(node.children[1]) == "driver":
-            inner = node.children[0]
-            primary = inner.children[0] if isinstance(inner, lark.Tree) and inner.children else None
-            ident = (
-                primary.children[0]
-                if isinstance(primary, lark.Tree) and primary.data == "primary" and primary.children
-                else None
-            )
-            if (
-                isinstance(ident, lark.Tree)
-                and ident.data == "ident"
-                and str(ident.children[0]) == "device"
-            ):
-                drivers += 1
-    return uses == drivers
 
 
 def _attribute_of(value: Any) -> Typed | CelRuntimeError:
@@ -206,8 +181,10 @@ class CelEngine:
         unknown = sorted(called - BUILTINS - FUNCTIONS.keys())
         if unknown:
             return CelCompileError(f"undeclared reference to {', '.join(unknown)}")
-        self._driver_only[expression] = _reads_only_driver(ast)
-        self._reads[expression] = reads(ast)
+        paths = reads(ast)
+        self._reads[expression] = paths
+        # Most DeviceClass selectors: nothing of the device but its driver.
+        self._driver_only[expression] = paths is not None and paths <= _DRIVER_ONLY
         return self._env.program(ast, FUNCTIONS), frozenset(called)
 
     def _runnable(self, expression: str, inp: DeviceInput) -> celpy.Runner:
