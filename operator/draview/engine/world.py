@@ -17,6 +17,15 @@ from draview.engine.pools import group_slices
 from draview.engine.rules import rules_for
 
 
+def _problems(world: World) -> dict[PoolKey, list[str]]:
+    """The input problems of each pool, as its status lists them."""
+    out: dict[PoolKey, list[str]] = defaultdict(list)
+    for p in world.problems:
+        if p.pool is not None:
+            out[p.pool].append(str(p))
+    return out
+
+
 def compute_world(
     world: World,
     options: EngineOptions | None = None,
@@ -30,10 +39,7 @@ def compute_world(
     result as it is (where pools are judged apart, from 1.35). `allocations`: the claims'
     results by pool (index_allocations(world.claims)), when the caller holds them."""
     by_pool = group_slices(world.slices)
-    problems: dict[PoolKey, list[str]] = defaultdict(list)
-    for p in world.problems:
-        if p.pool is not None:
-            problems[p.pool].append(str(p))
+    problems = _problems(world)
     if allocations is None:
         allocations = index_allocations(world.claims)
     # A pool whose every slice is unreadable still shows, invalid: its devices are not
