@@ -689,14 +689,30 @@ def fit(
         if out.max_copies is not None:
             out.max_copies = min(out.max_copies, count)
     out.bounded = out.max_copies is None
-    # Each node alone: a group of its own already says it.
+    out.nodes = _alone(q, nodes, groups, reaches, count, bool(pending))
+    out.searches = q.searches
+    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups)
+    return out
+
+
+def _alone(
+    q: _Question,
+    nodes: Sequence[NodeName],
+    groups: Sequence[Sequence[NodeName]],
+    reaches: Sequence[_Reach],
+    count: int | None,
+    shared: bool,
+) -> list[NodeFit]:
+    """What each node takes with no copy on any other (a group of its own already says
+    it; `shared`: copies share a claim the first allocates, so no node is alone)."""
     alone: dict[NodeName, _Reach] = {
         g[0]: r for g, r in zip(groups, reaches, strict=True) if len(g) == 1
     }
     for g in groups:
         for n in g:
-            if n not in alone and not pending:
+            if n not in alone and not shared:
                 alone[n] = _explore(q, [n], count)
+    out = []
     for n in nodes:
         r = alone.get(n)
         if r is None:
@@ -705,19 +721,17 @@ def fit(
         firsts = r.firsts.get(n, [])
         if not firsts and not r.error and high == 0 and not q.relevant(n):
             continue  # nothing on this node could take a copy
-        out.nodes.append(
+        out.append(
             NodeFit(
                 n,
                 low,
                 high,
                 high is None,
-                _devices(first, firsts[0]) if firsts else (),
+                _devices(q.first, firsts[0]) if firsts else (),
                 len(firsts) > 1,
                 r.error if r.ends else "",
             )
         )
-    out.searches = q.searches
-    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups)
     return out
 
 
