@@ -13,10 +13,10 @@ BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 def effective_taints(
     driver: str, pool: str, dev: Device, rules: Sequence[DeviceTaintRule]
-) -> list[Taint]:
-    taints = list(dev.taints)
-    taints.extend(r.taint for r in rules if r.matches(driver, pool, dev.name))
-    return taints
+) -> tuple[Taint, ...]:
+    if not rules:
+        return dev.taints  # most clusters: no rule, and every device is read this way
+    return (*dev.taints, *(r.taint for r in rules if r.matches(driver, pool, dev.name)))
 
 
 def is_blocked(taints: Sequence[Taint]) -> bool:

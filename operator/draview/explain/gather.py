@@ -208,7 +208,7 @@ def _devices(
             s.generation,
             dev,
             (i, j) in targets,
-            tuple(effective_taints(driver, name, dev, rules)) if rules else dev.taints,
+            effective_taints(driver, name, dev, rules),
             parsed.needs_nanos(dev.name) if parsed else (),
             (i, j) in view.unsupported,
             bool(dev.node_name if per_device else s.node_name) or dev.binds_to_node,

@@ -93,7 +93,7 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
                     fs.slice,
                     dev,
                     st,
-                    tuple(effective_taints(driver, pool, dev, rules)) if rules else dev.taints,
+                    effective_taints(driver, pool, dev, rules),
                     tuple(consumption.get(dev.name, ())),
                     complete,
                     valid,
