@@ -119,6 +119,10 @@ class GatherIndex:
                 del self.by_node[n]
                 self._sorted = None
 
+    def nodes_of(self, key: PoolKey) -> Sequence[str | None]:
+        """The nodes the pool was put under (one entry per view they are in)."""
+        return self._nodes_of.get(key, ())
+
     def nodes(self) -> list[str | None]:
         """Every node some pool has a view for (None: a node no slice names, when draview
         does not know the cluster's nodes)."""

@@ -112,11 +112,24 @@ class DeviceIndex:
 
     @classmethod
     def build(
-        cls, results: Sequence[PoolResult], rules: Sequence[DeviceTaintRule] = ()
+        cls,
+        results: Sequence[PoolResult],
+        rules: Sequence[DeviceTaintRule] = (),
+        kept: dict[PoolKey, tuple[PoolResult, PoolDevices]] | None = None,
     ) -> DeviceIndex:
+        """`kept`: each pool's index from an earlier build with the same taint rules,
+        reused where the result is the same object, and updated."""
         index = cls()
         for result in results:
-            index.put(result, rules)
+            if kept is None:
+                index.put(result, rules)
+                continue
+            hit = kept.get(result.key)
+            if hit is None or hit[0] is not result:
+                hit = kept[result.key] = (result, index_pool(result, rules))
+            index.pools[result.key] = hit[1]
+            if result.prepared is not None:
+                index.fractional = result.prepared.rules.fractional_capacity_range
         return index
 
     def put(self, result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,9 @@ class ChoiceExplanation:
     matched: int = 0
     free: list[str] = field(default_factory=list)
     blocked: dict[str, list[str]] = field(default_factory=dict)  # reason -> device ids
-    details: dict[str, str] = field(default_factory=dict)  # device id -> why blocked
+    # device id -> why blocked; a read-only join of per-pool maps where the explanation
+    # was put together from pools explained apart (why.Explainer keep_folds)
+    details: Mapping[str, str] = field(default_factory=dict)
     best_node: str | None = None
     best_node_free: int = 0
     satisfiable: bool = False

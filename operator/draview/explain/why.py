@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import ChainMap, defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
@@ -16,7 +17,7 @@ from draview.explain.allocatable import Allocatability, allocatable_steps, judge
 from draview.explain.checks import capacity_problem, taint_text, untolerated
 from draview.explain.constraints import Attributes, list_mode
 from draview.explain.gather import Assignment, GatherIndex
-from draview.explain.index import DeviceIndex, IndexedDevice
+from draview.explain.index import DeviceIndex, IndexedDevice, PoolDevices
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
 from draview.explain.steps import Steps, finish
 
@@ -73,11 +74,40 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-class Explainer:
-    """Reusable across claims and batches: CEL programs and per-device results are cached."""
+@dataclass(slots=True)
+class _Fold:
+    """Devices judged for one request choice, in walk order: the whole walk's, or one
+    pool's, to be added to the others' in the index's order."""
 
-    def __init__(self, cel: CelEngine | None = None) -> None:
+    matched: int = 0
+    free: list[str] = field(default_factory=list)
+    blocked: dict[str, list[str]] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
+    runtime_errors: dict[str, str] = field(default_factory=dict)
+    per_node: dict[str, int] = field(default_factory=dict)  # free devices by node
+
+    def add(self, other: _Fold) -> None:
+        """Add a fold of the devices after these, but for `details` (see _choice_steps)."""
+        self.matched += other.matched
+        self.free.extend(other.free)
+        for reason, ids in other.blocked.items():
+            self.blocked.setdefault(reason, []).extend(ids)
+        self.runtime_errors.update(other.runtime_errors)
+        for where, n in other.per_node.items():
+            self.per_node[where] = self.per_node.get(where, 0) + n
+
+
+class Explainer:
+    """Reusable across claims and batches: CEL programs and per-device results are cached.
+    `keep_folds`: keep each pool's fold per request choice, keyed by the index entry it
+    came from, so that explaining again after a few pools were indexed again walks only
+    those (fit's FitMemo)."""
+
+    def __init__(self, cel: CelEngine | None = None, keep_folds: bool = False) -> None:
         self.cel = cel or CelEngine()
+        self._folds: dict[tuple[object, tuple[str, str]], tuple[PoolDevices, _Fold]] | None = (
+            {} if keep_folds else None
+        )
 
     # -- one device --------------------------------------------------------------------
     def _blocker(
@@ -158,9 +188,58 @@ class Explainer:
             out.error = f"selector does not compile: {exc}"
             out.reason = out.error
             return out
-        per_node: dict[str, int] = defaultdict(int)
+        fold = _Fold()
+        details: Mapping[str, str] = fold.details
+        folds = self._folds
+        if folds is None:
+            yield from self._fold(
+                fold, index.devices, selectors, choice, index, node, labels, lists
+            )
+        else:
+            # Everything a pool's fold depends on but its devices.
+            asked = (
+                choice.model_dump_json(),
+                selectors,
+                node,
+                tuple(sorted((labels or {}).items())),
+                lists,
+                index.fractional,
+            )
+            parts: list[dict[str, str]] = []
+            for key, pool in index.pools.items():
+                hit = folds.get((asked, key))
+                if hit is None or hit[0] is not pool:
+                    part = _Fold()
+                    yield from self._fold(
+                        part, pool.devices, selectors, choice, index, node, labels, lists
+                    )
+                    hit = folds[(asked, key)] = (pool, part)
+                fold.add(hit[1])
+                if hit[1].details:
+                    parts.append(hit[1].details)
+            # Joined, not copied: every blocked device of the world has its detail, and
+            # copying them all would cost more than explaining the pools that changed.
+            details = ChainMap(*parts) if len(parts) > 1 else (parts[0] if parts else {})
+        out.matched, out.free, out.blocked = fold.matched, fold.free, fold.blocked
+        out.details, out.runtime_errors = details, fold.runtime_errors
+        self._decide(out, fold.per_node, node)
+        return out
+
+    def _fold(
+        self,
+        out: _Fold,
+        devices: Iterable[IndexedDevice],
+        selectors: tuple[str, ...],
+        choice: DeviceChoice,
+        index: DeviceIndex,
+        node: str | None,
+        labels: Mapping[str, str] | None,
+        lists: str,
+    ) -> Steps[None]:
+        """Judge `devices` for the choice into `out`, in their order."""
+        per_node = out.per_node
         matches_all = self.cel.matches_all
-        for i, d in enumerate(index.devices):
+        for i, d in enumerate(devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
             result = matches_all(selectors, DeviceInput(d.driver, d.device, lists), d.cache_key)
@@ -180,12 +259,17 @@ class Explainer:
             blocker = self._blocker(d, choice, index, node, labels or {})
             if blocker is None:
                 out.free.append(d.id)
-                per_node[d.device.node_name or d.slice.node_name or NETWORK] += 1
+                where = d.device.node_name or d.slice.node_name or NETWORK
+                per_node[where] = per_node.get(where, 0) + 1
             else:
                 out.blocked.setdefault(blocker[0], []).append(d.id)
                 out.details[d.id] = blocker[1]
-        self._decide(out, per_node, node)
-        return out
+
+    def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
+        """Forget the folds of pools not among `keys`."""
+        if self._folds is not None:
+            for gone in [k for k in self._folds if k[1] not in keys]:
+                del self._folds[gone]
 
     @staticmethod
     def _decide(out: ChoiceExplanation, per_node: Mapping[str, int], node: str | None) -> None:
