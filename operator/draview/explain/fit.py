@@ -28,25 +28,32 @@ From what each group can reach, `copies` is what fits whatever the placement and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice, product
 
-from draview.api.claims import AllocationResult, Constraint, Request, ResourceClaim
+from draview.api.claims import Constraint, Request, ResourceClaim
 from draview.api.taints import DeviceClass
 from draview.api.workload import Workload
 from draview.api.world import World
 from draview.cel import CelEngine
-from draview.engine.allocations import claim_allocations, index_allocations
+from draview.engine.allocations import index_allocations
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import Rules, as_read, refusal, rules_for
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState, counters_left
-from draview.engine.world import compute_world
+from draview.engine.world import compute_world, judge_again
 from draview.explain.allocatable import MAX_COMBINATIONS
-from draview.explain.gather import Assignment, GatherIndex, NodePool, ambiguous, node_pools
-from draview.explain.index import DeviceIndex
+from draview.explain.gather import (
+    Assignment,
+    GatherIndex,
+    NodePool,
+    ambiguous,
+    ambiguous_pool,
+    node_pools,
+)
+from draview.explain.index import DeviceIndex, PoolDevices
 from draview.explain.model import ClaimExplanation
 from draview.explain.orders import Chooser, NeedChoice, pools_met, relevance
 from draview.explain.search import (
@@ -227,7 +234,6 @@ class _Question:
         budget: int,
         cel: CelEngine,
     ) -> None:
-        self.world = world
         self.results = results
         self.rules = rules
         self.merged, self.first = merged, first
@@ -237,7 +243,9 @@ class _Question:
         self.budget = budget
         self.searches = 0
         self.index = GatherIndex.build(results)
+        self._by_key = {r.key: r for r in results}
         shaky = ambiguous(results)
+        self.shaky = set(shaky)
         # Where slices disagree on resourceSliceCount, every count the list may make
         # the allocator trust (as `why` tries them).
         self.combos: list[dict[PoolKey, Assignment]] = [
@@ -245,15 +253,18 @@ class _Question:
             for c in islice(product(*shaky.values()), MAX_COMBINATIONS)
         ]
         self.base = base  # the world's allocations by pool (index_allocations)
-        self._pools: dict[tuple[NodeName, int], list[NodePool]] = {}
-        self._states: dict[tuple[PoolKey, tuple[Taken, ...]], AllocatedState] = {}
+        # Kept per node and per pool, so that a question asked again (FitMemo) forgets
+        # only what a pool judged again changes.
+        self._pools: dict[NodeName, dict[int, list[NodePool]]] = {}
+        self._states: dict[PoolKey, dict[tuple[Taken, ...], AllocatedState]] = {}
         # left_of's memo, and the engine's state each of _states adds devices to.
         self._lefts: dict[tuple[int, int], Mapping[CounterKey, int]] = {}
         self._derived: dict[int, tuple[AllocatedState, set[str]]] = {}
-        self._outcomes: dict[tuple[NodeName, int, tuple[Taken, ...], int], list[Outcome]] = {}
+        self._outcomes: dict[NodeName, dict[tuple[int, tuple[Taken, ...], int], list[Outcome]]] = {}
         self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
         self.tried: list[NodeName] = []  # the nodes copies may go to
         self._relevant: dict[NodeName, set[PoolKey]] = {}
+        self.relevant_before: dict[NodeName, set[PoolKey] | None] = {}
         # The requests of the shared claims the first copy allocates: later copies go
         # only where their devices reach.
         own = set(merged.names)
@@ -263,17 +274,68 @@ class _Question:
             else set()
         )
         # Where the search from each state may begin (outcomes, `_resumable`).
-        self._starts: dict[tuple[NodeName, int, tuple[Taken, ...]], Location] = {}
+        self._starts: dict[NodeName, dict[tuple[int, tuple[Taken, ...]], Location]] = {}
         self.resumable = _resumable(merged, first, rules)
+
+    def renew(
+        self, results: Sequence[PoolResult], base: Mapping[PoolKey, Sequence[AllocRef]]
+    ) -> set[NodeName] | None:
+        """Take the pools as judged now, for the same question asked again (FitMemo):
+        the nodes that gather a pool judged again (or gone, or new), whose cached pools
+        and searches are forgotten. None when the question must start over: a pool that
+        every node gathers, or whose slices disagree on resourceSliceCount, changed."""
+        now = {r.key: r for r in results}
+        old = self._by_key
+        changed = {k for k in now.keys() | old.keys() if now.get(k) is not old.get(k)}
+        affected: set[NodeName] = set()
+        for key in changed:
+            if key in self.shaky or key in self.index.bystanders:
+                return None
+            affected.update(self.index.nodes_of(key))
+            r = now.get(key)
+            if r is None:
+                self.index.drop(key)
+                continue
+            if ambiguous_pool(r) is not None:
+                return None
+            self.index.put(r)
+            if key in self.index.bystanders:
+                return None
+            affected.update(self.index.nodes_of(key))
+        self.results, self.base, self._by_key = results, base, now
+        self.searches = 0
+        # What the affected nodes' relevant pools were: groups stay as they were when
+        # these come out the same (FitMemo.groups_of).
+        self.relevant_before = {n: self._relevant.get(n) for n in affected}
+        for node in affected:
+            self._pools.pop(node, None)
+            self._relevant.pop(node, None)
+        self.forget_searches(affected)
+        for key in changed:
+            for state in self._states.pop(key, {}).values():
+                self._derived.pop(id(state), None)
+        # Keyed by the ids of views and states: those of a pool judged again may be
+        # reused by new objects.
+        self._lefts.clear()
+        return affected
+
+    def forget_searches(self, nodes: Iterable[NodeName]) -> None:
+        """Forget the nodes' outcomes: searched again, they cost what a new question's
+        searches cost (the budget counts them alike)."""
+        for node in nodes:
+            self._outcomes.pop(node, None)
+            self._starts.pop(node, None)
 
     def nodes(self) -> list[NodeName]:
         return self.index.nodes()
 
     def pools(self, node: NodeName, combo: int) -> list[NodePool]:
-        key = (node, combo)
-        found = self._pools.get(key)
+        mine = self._pools.get(node)
+        if mine is None:
+            mine = self._pools[node] = {}
+        found = mine.get(combo)
         if found is None:
-            found = self._pools[key] = node_pools(
+            found = mine[combo] = node_pools(
                 node,
                 self.index,
                 self.taint_rules,
@@ -284,7 +346,10 @@ class _Question:
 
     def _allocated(self, pool: NodePool, taken: tuple[Taken, ...]) -> AllocatedState:
         key = (pool.driver, pool.pool)
-        found = self._states.get((key, taken))
+        states = self._states.get(key)
+        if states is None:
+            states = self._states[key] = {}
+        found = states.get(taken)
         if found is None:
             refs = list(self.base.get(key, ()))
             for i, t in enumerate(taken):
@@ -300,7 +365,7 @@ class _Question:
                         t.consumed,
                     )
                 )
-            found = self._states[(key, taken)] = AllocatedState.for_rules(refs, self.rules)
+            found = states[taken] = AllocatedState.for_rules(refs, self.rules)
             self._derived[id(found)] = (pool.allocated, {t.device for t in taken})
         return found
 
@@ -360,8 +425,11 @@ class _Question:
             # answer: the same answer for every state that agrees on them.
             relevant = self.relevant(node)
             taken = tuple(t for t in taken if (t.driver, t.pool) in relevant)
-        key = (node, combo, taken, copies if self.shared_requests else min(copies, 1))
-        cached = self._outcomes.get(key)
+        key = (combo, taken, copies if self.shared_requests else min(copies, 1))
+        mine = self._outcomes.get(node)
+        if mine is None:
+            mine = self._outcomes[node] = {}
+        cached = mine.get(key)
         if cached is not None:
             return cached
         merged = self.first if copies == 0 else self.merged
@@ -374,17 +442,20 @@ class _Question:
             seen = {d.id for p in pools for sl in p.slices for d in sl if d.reaches}
             if not wanted <= seen:
                 found.append(("no", ()))
-                self._outcomes[key] = found
+                mine[key] = found
                 return found
         if self.rules.pools_sorted:
-            start = self._starts.get((node, combo, taken), ORIGIN) if self.resumable else ORIGIN
+            starts = self._starts.get(node)
+            if starts is None:
+                starts = self._starts[node] = {}
+            start = starts.get((combo, taken), ORIGIN) if self.resumable else ORIGIN
             outcome, first_at = self._search(merged, pools, None, start)
             found.append(outcome)
             if self.resumable and first_at is not None and outcome[0] == "ok":
                 after = tuple(
                     t for t in sorted((*taken, *outcome[1])) if (t.driver, t.pool) in relevant
                 )
-                self._starts[(node, combo, after)] = first_at
+                starts[(combo, after)] = first_at
         else:
             rel = relevance(merged.claim, self.classes, pools, self.cel, self.rules)
             rel.hazard = True  # every order: the devices taken depend on it
@@ -398,7 +469,7 @@ class _Question:
                     continue
                 if outcome not in found:
                     found.append(outcome)
-        self._outcomes[key] = found
+        mine[key] = found
         return found
 
     def _search(
@@ -454,6 +525,20 @@ class _Reach:
     start_goes: bool = True
     error: str = ""
     firsts: dict[NodeName, list[tuple[Taken, ...]]] = field(default_factory=dict)
+    _summary: _Summary | None = None
+
+    def summary(self) -> _Summary:
+        if self._summary is None:
+            self._summary = _Summary(
+                self.start_goes,
+                min((*self.stuck, *self.frontier), default=_INF),
+                min((*self.ends, *self.frontier), default=_INF),
+                bool(self.frontier),
+                max(self.stuck, default=-1),
+                max(self.goes, default=-1),
+                max(self.ends, default=-1),
+            )
+        return self._summary
 
 
 def _resumable(merged: _Merged, first: _Merged, rules: Rules) -> bool:
@@ -546,28 +631,183 @@ def _bounds(reaches: Sequence[_Reach]) -> tuple[int, int | None]:
     goes to one group at a time, and an attempt that aborts in one group ends them all."""
     if not reaches:
         return 0, 0
-    if not all(r.start_goes for r in reaches):
+    sums = [r.summary() for r in reaches]
+    if not all(m.start_goes for m in sums):
         return 0, 0
-    inf = 1 << 62
-
-    def low(values: Sequence[int]) -> int:
-        return min(values, default=inf)
-
-    stuck_sum = sum(low([*r.stuck, *r.frontier]) for r in reaches)
-    end_min = min(low([*r.ends, *r.frontier]) for r in reaches)
+    stuck_sum = sum(m.low_stuck for m in sums)
+    end_min = min(m.low_end for m in sums)
     lowest = min(stuck_sum, end_min)
-    if any(r.frontier for r in reaches):
-        return (0 if lowest >= inf else lowest), None
+    if any(m.frontier for m in sums):
+        return (0 if lowest >= _INF else lowest), None
     best = -1
-    if all(r.stuck for r in reaches):
-        best = sum(max(r.stuck) for r in reaches)
-    goes = [max(r.goes, default=-1) for r in reaches]
-    total_goes = sum(goes)
-    for i, r in enumerate(reaches):
-        if r.ends and all(g >= 0 for j, g in enumerate(goes) if j != i):
-            best = max(best, max(r.ends) + total_goes - goes[i])
-    lowest = 0 if lowest >= inf else lowest
+    if all(m.max_stuck >= 0 for m in sums):
+        best = sum(m.max_stuck for m in sums)
+    total_goes = sum(m.max_goes for m in sums)
+    # A group's attempt may end in an abort after its deepest end while every other
+    # group went as deep as it can: only when no other group never goes on.
+    never = sum(m.max_goes < 0 for m in sums)
+    for m in sums:
+        if m.max_end >= 0 and (never == 0 or (never == 1 and m.max_goes < 0)):
+            best = max(best, m.max_end + total_goes - m.max_goes)
+    lowest = 0 if lowest >= _INF else lowest
     return lowest, max(best, lowest)
+
+
+_INF = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    """What _bounds reads of a reach, worked out once (a kept reach is summed again at
+    every asking)."""
+
+    start_goes: bool
+    low_stuck: int  # the shallowest depth the copies may stop at (or the budget ended)
+    low_end: int  # the shallowest depth an attempt may abort at (or the budget ended)
+    frontier: bool
+    max_stuck: int  # -1: none
+    max_goes: int  # -1: none
+    max_end: int  # -1: none
+
+
+# -- asked again -------------------------------------------------------------------------
+
+Path = list[tuple[NodeName, tuple[Taken, ...]]]
+
+
+@dataclass(slots=True)
+class FitMemo:
+    """What asking one workload leaves for asking it again after some pools were judged
+    again (a capacity probe, controller/capacity.py): the question's pools and searches
+    per node, each group's reach and placement, each node's own answer, and per pool the
+    judgement after the copies, its index and the explanation's fold of it.
+
+    Everything kept is keyed by the PoolResult objects it came from: the caller hands
+    the same object for a pool not judged again and a new one for a pool that was. Then
+    only the nodes that gather such a pool are searched again, only the pools the copies
+    moved in are judged again, and only those are explained again; the answer is the
+    one a new question gives (tests/fidelity/test_fit_memo.py).
+
+    It holds about what the question built: per node its pools' devices, and per pool
+    its explanation's device lists."""
+
+    key: object = None
+    question: _Question | None = None
+    reaches: dict[tuple[NodeName, ...], tuple[_Reach, int]] = field(default_factory=dict)
+    alone: dict[NodeName, tuple[_Reach, int]] = field(default_factory=dict)
+    node_fits: dict[NodeName, NodeFit | None] = field(default_factory=dict)
+    # per group, per copies left to place (count): its placement
+    greedy: dict[tuple[NodeName, ...], dict[int | None, _Placement]] = field(default_factory=dict)
+    group_of: dict[NodeName, tuple[NodeName, ...]] = field(default_factory=dict)
+    after: dict[PoolKey, tuple[PoolResult, Sequence[AllocRef], PoolResult]] = field(
+        default_factory=dict
+    )
+    indexed: dict[PoolKey, tuple[PoolResult, PoolDevices]] = field(default_factory=dict)
+    _explainer: Explainer | None = None
+    reused: bool = False  # this asking took some group's reach from an earlier one
+    nodes: list[NodeName] | None = None  # tried at the last asking
+    groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
+
+    def clear(self) -> None:
+        for kept in (
+            self.reaches,
+            self.alone,
+            self.node_fits,
+            self.greedy,
+            self.group_of,
+            self.after,
+            self.indexed,
+        ):
+            kept.clear()
+        self.key, self.question, self._explainer, self.reused = None, None, None, False
+        self.nodes = self.groups = None
+
+    def begin(self, key: object, question: _Question) -> None:
+        self.clear()
+        self.key, self.question = key, question
+
+    def renewed(
+        self, key: object, results: Sequence[PoolResult], base: Mapping[PoolKey, Sequence[AllocRef]]
+    ) -> _Question | None:
+        """The question kept, brought up to `results`; None when it must start over."""
+        self.reused = False
+        q = self.question
+        if q is None or key != self.key:
+            return None
+        affected = q.renew(results, base)
+        if affected is None:
+            return None
+        for node in affected:
+            self.drop_group(self.group_of.get(node, (node,)))
+        return q
+
+    def drop_group(self, group: tuple[NodeName, ...]) -> None:
+        """Forget what was found for the group and each of its nodes."""
+        self.reaches.pop(group, None)
+        self.greedy.pop(group, None)
+        for node in group:
+            self.alone.pop(node, None)
+            self.node_fits.pop(node, None)
+            if self.group_of.get(node) == group:
+                del self.group_of[node]
+
+    def keep_group(self, group: tuple[NodeName, ...], reach: _Reach, cost: int) -> None:
+        for node in group:
+            old = self.group_of.get(node)
+            if old is not None and old != group:
+                self.drop_group(old)
+            self.group_of[node] = group
+        self.reaches[group] = (reach, cost)
+
+    def judged_after(
+        self,
+        world: World,
+        opts: EngineOptions,
+        results: Sequence[PoolResult],
+        base: Mapping[PoolKey, Sequence[AllocRef]],
+        placed: Mapping[PoolKey, Sequence[AllocRef]],
+    ) -> list[PoolResult]:
+        """compute_world after the copies, judging again only the pools whose copies
+        differ from the last asking's (from 1.35, where pools are judged apart)."""
+        if not rules_for(opts.profile).invalid_pool_is_node_local:
+            allocations = _with_copies(base, placed)
+            return compute_world(world, opts, results, set(placed), allocations)
+        out: list[PoolResult] = []
+        for r in results:
+            refs = placed.get(r.key)
+            if refs is None:
+                out.append(r)
+                continue
+            hit = self.after.get(r.key)
+            if hit is None or hit[0] is not r or not (hit[1] is refs or hit[1] == refs):
+                judged = judge_again(r, [*base.get(r.key, ()), *refs], world, opts)
+                hit = self.after[r.key] = (r, refs, judged)
+            out.append(hit[2])
+        return out
+
+    def groups_of(self, q: _Question, nodes: list[NodeName]) -> list[tuple[NodeName, ...]]:
+        """_groups, or the groups of the last asking when the nodes are the same and no
+        node gathering a pool judged again now finds other relevant pools."""
+        same = self.groups is not None and self.nodes == nodes
+        if same and all(q.relevant(n) == old for n, old in q.relevant_before.items()):
+            assert self.groups is not None
+            return self.groups
+        self.nodes, self.groups = nodes, [tuple(g) for g in _groups(q, nodes)]
+        return self.groups
+
+    def explainer(self, cel: CelEngine) -> Explainer:
+        if self._explainer is None or self._explainer.cel is not cel:
+            self._explainer = Explainer(cel, keep_folds=True)
+        return self._explainer
+
+    def prune(self, results: Sequence[PoolResult]) -> None:
+        """Forget the pools no longer judged."""
+        keys = {r.key for r in results}
+        for kept in (self.after, self.indexed):
+            for gone in [k for k in kept if k not in keys]:
+                del kept[gone]
+        if self._explainer is not None:
+            self._explainer.prune_folds(keys)
 
 
 # -- the question ---------------------------------------------------------------------------
@@ -639,10 +879,14 @@ def fit(
     budget: int = FIT_BUDGET,
     results: Sequence[PoolResult] | None = None,
     cel: CelEngine | None = None,
+    allocations: Mapping[PoolKey, Sequence[AllocRef]] | None = None,
+    memo: FitMemo | None = None,
 ) -> FitResult:
     """How many copies of `workload` fit in `world` (see the module's docstring).
     `count`: stop at that many; `results`: compute_world(world, options), when the
-    caller has them."""
+    caller has them; `allocations`: index_allocations(world.claims), when the caller
+    has them (world.claims is then not read); `memo`: what asking the same workload
+    last left (FitMemo), for a caller that asks again as pools are judged again."""
     opts = options or EngineOptions()
     rules = rules_for(opts.profile)
     classes = {c.name: c for c in world.classes}
@@ -658,7 +902,7 @@ def fit(
         if refused is not None:
             out.stopped, out.blocker = "aborts", f"the scheduler aborts: {refused}"
             return out
-    base = index_allocations(world.claims)
+    base = index_allocations(world.claims) if allocations is None else allocations
     if results is None:
         results = compute_world(world, opts, allocations=base)
     if cel is None:
@@ -670,8 +914,16 @@ def fit(
     pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
     merged = _merge(per_copy)
     first = _merge([*per_copy, *pending]) if pending else merged
-    q = _Question(world, results, base, rules, merged, first, budget, cel)
+    if memo is not None and workload.shared:
+        memo = None  # copies share a claim: every node is one group, asked anew
+    key = (workload, opts, count, budget, tuple(world.classes), tuple(world.taint_rules), id(cel))
+    q = memo.renewed(key, results, base) if memo is not None else None
+    if q is None:
+        q = _Question(world, results, base, rules, merged, first, budget, cel)
+        if memo is not None:
+            memo.begin(key, q)
     nodes = _nodes_to_try(q, world, workload, out)
+    groups: Sequence[Sequence[NodeName]]
     if pending:
         # The first copy allocates the shared claims; every later copy must reach them:
         # all nodes are one group, and later copies are searched only where they reach.
@@ -679,20 +931,54 @@ def fit(
         out.notes.append(
             "copies share " + ", ".join(c.name for c in pending) + ", allocated with the first copy"
         )
+    elif memo is not None:
+        groups = memo.groups_of(q, nodes)
     else:
         groups = _groups(q, nodes)
     q.tried = nodes
-    reaches = [_explore(q, g, count) for g in groups]
+    reaches = [_group_reach(q, g, count, memo) for g in groups]
     out.copies, out.max_copies = _bounds(reaches)
     if count is not None:
         out.copies = min(out.copies, count)
         if out.max_copies is not None:
             out.max_copies = min(out.max_copies, count)
     out.bounded = out.max_copies is None
-    out.nodes = _alone(q, nodes, groups, reaches, count, bool(pending))
+    out.nodes = _alone(q, nodes, groups, reaches, count, bool(pending), memo)
+    if memo is not None and memo.reused and q.spent:
+        # The budget ended: which searches it cut off depends on the order of all of
+        # them, so the answer is that of a question asked anew.
+        memo.clear()
+        return fit(world, workload, opts, count, budget, results, cel, base, memo)
     out.searches = q.searches
-    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups)
+    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups, memo)
+    if memo is not None:
+        if q.spent:
+            memo.clear()  # what the budget cut off is no answer to keep
+        else:
+            memo.prune(results)
     return out
+
+
+def _group_reach(
+    q: _Question, group: Sequence[NodeName], count: int | None, memo: FitMemo | None
+) -> _Reach:
+    """_explore of the group, or what it found when the question was last asked, if no
+    node of the group gathers a pool judged again since (the searches it cost counted
+    again, as a new question would spend them)."""
+    if memo is None:
+        return _explore(q, group, count)
+    key = tuple(group)
+    hit = memo.reaches.get(key)
+    if hit is not None:
+        memo.reused = True
+        q.searches += hit[1]
+        return hit[0]
+    memo.drop_group(key)
+    q.forget_searches(group)
+    before = q.searches
+    reach = _explore(q, group, count)
+    memo.keep_group(key, reach, q.searches - before)
+    return reach
 
 
 def _alone(
@@ -702,6 +988,7 @@ def _alone(
     reaches: Sequence[_Reach],
     count: int | None,
     shared: bool,
+    memo: FitMemo | None = None,
 ) -> list[NodeFit]:
     """What each node takes with no copy on any other (a group of its own already says
     it; `shared`: copies share a claim the first allocates, so no node is alone)."""
@@ -710,29 +997,48 @@ def _alone(
     }
     for g in groups:
         for n in g:
-            if n not in alone and not shared:
-                alone[n] = _explore(q, [n], count)
+            if n in alone or shared:
+                continue
+            hit = memo.alone.get(n) if memo is not None else None
+            if memo is not None and hit is not None:
+                memo.reused = True
+                q.searches += hit[1]
+                alone[n] = hit[0]
+                continue
+            before = q.searches
+            alone[n] = _explore(q, [n], count)
+            if memo is not None:
+                memo.alone[n] = (alone[n], q.searches - before)
     out = []
     for n in nodes:
         r = alone.get(n)
         if r is None:
             continue
-        low, high = _bounds([r])
-        firsts = r.firsts.get(n, [])
-        if not firsts and not r.error and high == 0 and not q.relevant(n):
-            continue  # nothing on this node could take a copy
-        out.append(
-            NodeFit(
-                n,
-                low,
-                high,
-                high is None,
-                _devices(q.first, firsts[0]) if firsts else (),
-                len(firsts) > 1,
-                r.error if r.ends else "",
-            )
-        )
+        if memo is not None and n in memo.node_fits:
+            found = memo.node_fits[n]
+        else:
+            found = _node_fit(q, n, r)
+            if memo is not None:
+                memo.node_fits[n] = found
+        if found is not None:
+            out.append(found)
     return out
+
+
+def _node_fit(q: _Question, n: NodeName, r: _Reach) -> NodeFit | None:
+    low, high = _bounds([r])
+    firsts = r.firsts.get(n, [])
+    if not firsts and not r.error and high == 0 and not q.relevant(n):
+        return None  # nothing on this node could take a copy
+    return NodeFit(
+        n,
+        low,
+        high,
+        high is None,
+        _devices(q.first, firsts[0]) if firsts else (),
+        len(firsts) > 1,
+        r.error if r.ends else "",
+    )
 
 
 def _nodes_to_try(q: _Question, world: World, workload: Workload, out: FitResult) -> list[NodeName]:
@@ -802,18 +1108,25 @@ def _first_and_blocker(
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
     groups: Sequence[Sequence[NodeName]],
+    memo: FitMemo | None = None,
 ) -> None:
     # Groups are independent: each placed on its own ends where the copies placed in
     # turn on the first node that fits would end.
-    path: list[tuple[NodeName, tuple[Taken, ...]]] = []
+    segments: list[_Placement] = []
+    placed = 0
     why = "unallocatable"
     firsts: list[tuple[NodeName, tuple[Taken, ...]]] = []
     for group in groups:
-        left = None if count is None else count - len(path)
-        placed, why = _greedy(q, group, left)
-        if placed:
-            firsts.append(placed[0])
-        path.extend(placed)
+        left = None if count is None else count - placed
+        kept = memo.greedy.setdefault(tuple(group), {}) if memo is not None else {}
+        hit = kept.get(left)
+        if hit is None:
+            hit = kept[left] = _Placement(*_greedy(q, group, left))
+        why = hit.why
+        if hit.path:
+            firsts.append(hit.path[0])
+            segments.append(hit)
+            placed += len(hit.path)
         if why != "unallocatable":
             break
     if firsts:
@@ -825,14 +1138,26 @@ def _first_and_blocker(
         return
     if why == "budget" or out.bounded:
         out.stopped = "budget"
-        out.blocker = f"the search budget ({q.budget} node searches) ended after {len(path)} copies"
+        out.blocker = f"the search budget ({q.budget} node searches) ended after {placed} copies"
         return
     if why.startswith("aborts:"):
         out.stopped = "aborts"
-        out.blocker = f"the scheduler aborts copy {len(path) + 1}: {why[len('aborts:') :]}"
+        out.blocker = f"the scheduler aborts copy {placed + 1}: {why[len('aborts:') :]}"
         return
     out.stopped = "unallocatable"
-    out.blocked, out.blocker = _explain_next(q, world, opts, workload, path, per_copy, pending)
+    out.blocked, out.blocker = _explain_next(
+        q, world, opts, workload, segments, per_copy, pending, memo
+    )
+
+
+@dataclass(slots=True)
+class _Placement:
+    """One group's copies placed in turn on the first node that fits (_greedy), why
+    they ended, and (worked out when the next copy is explained) their allocations."""
+
+    path: Path
+    why: str
+    refs: dict[PoolKey, list[AllocRef]] | None = None
 
 
 def _explain_next(
@@ -840,34 +1165,42 @@ def _explain_next(
     world: World,
     opts: EngineOptions,
     workload: Workload,
-    path: Sequence[tuple[NodeName, tuple[Taken, ...]]],
+    segments: Sequence[_Placement],
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
+    memo: FitMemo | None = None,
 ) -> tuple[list[ClaimExplanation], str]:
-    """`why` for the claims of the next copy, in the world with the placed copies."""
-    placed = _placed(q, workload, path)
-    after = replace(world, claims=[*world.claims, *placed])
+    """`why` for the claims of the next copy, in the world with the copies placed in
+    `segments` (each group's, which hold no node in common)."""
+    placed: dict[PoolKey, list[AllocRef]] = {}
+    for i, seg in enumerate(segments):
+        if seg.refs is None:
+            seg.refs = _placed(q, workload.namespace, seg.path, first=i == 0)
+        for key, refs in seg.refs.items():
+            placed[key] = [*placed[key], *refs] if key in placed else refs
+    copies = sum(len(seg.path) for seg in segments)
     # Only the pools the copies took devices in are judged again, with the world's
     # allocations the question indexed and the copies' added.
-    touched = {(t.driver, t.pool) for _, taken in path for t in taken}
-    allocations = dict(q.base)
-    for c in placed:
-        for key, refs in claim_allocations(c).items():
-            allocations[key] = [*allocations.get(key, ()), *refs]
-    results = compute_world(after, opts, q.results, touched, allocations)
-    index = DeviceIndex.build(results, after.taint_rules)
-    explainer = Explainer(q.cel)
-    claims = [_copy_claim(c, len(path) + 1) for c in per_copy]
-    if not path:
+    if memo is None:
+        allocations = _with_copies(q.base, placed)
+        results = compute_world(world, opts, q.results, set(placed), allocations)
+        index = DeviceIndex.build(results, world.taint_rules)
+        explainer = Explainer(q.cel)
+    else:
+        results = memo.judged_after(world, opts, q.results, q.base, placed)
+        index = DeviceIndex.build(results, world.taint_rules, memo.indexed)
+        explainer = memo.explainer(q.cel)
+    claims = [_copy_claim(c, copies + 1) for c in per_copy]
+    if not copies:
         claims.extend(pending)
     # The estimate's words first (every device's reason); the search only where the
     # estimate cannot say why (a combination, a constraint): it costs a search per node.
     explained = []
     for c in claims:
-        found = explainer.explain(c, index, after.classes, rules=after.taint_rules)
+        found = explainer.explain(c, index, world.classes, rules=world.taint_rules)
         if found.verdict not in ("Unallocatable", "Error"):
             found = explainer.explain(
-                c, index, after.classes, results=results, rules=after.taint_rules
+                c, index, world.classes, results=results, rules=world.taint_rules
             )
         explained.append(found)
     stuck = [e for e in explained if e.verdict != "Allocatable"]
@@ -886,38 +1219,48 @@ def _explain_next(
     return stuck, label + first.summary
 
 
-def _placed(
-    q: _Question, workload: Workload, path: Sequence[tuple[NodeName, tuple[Taken, ...]]]
-) -> list[ResourceClaim]:
-    """The copies placed along `path`, as the allocated claims they would be."""
-    placed: list[ResourceClaim] = []
-    for k, (_, taken) in enumerate(path):
-        merged = q.first if k == 0 else q.merged
-        by_claim: dict[str, list[AllocationResult]] = {}
+def _with_copies(
+    base: Mapping[PoolKey, Sequence[AllocRef]], placed: Mapping[PoolKey, Sequence[AllocRef]]
+) -> dict[PoolKey, Sequence[AllocRef]]:
+    """The world's allocations with the copies' added."""
+    out = dict(base)
+    for key, refs in placed.items():
+        out[key] = [*base.get(key, ()), *refs]
+    return out
+
+
+def _placed(q: _Question, namespace: str, path: Path, first: bool) -> dict[PoolKey, list[AllocRef]]:
+    """The copies placed along `path`, as the allocations of the claims they would be,
+    by pool. A copy is named by its node and its place among that node's copies
+    (`gpu-copy-2@node-a`), not by its place in the path: so what a pool holds depends
+    only on the copies placed where it reaches, and a pool no copy moved to or from
+    keeps its judgement when the question is asked again (FitMemo)."""
+    out: dict[PoolKey, list[AllocRef]] = {}
+    on_node: dict[NodeName, int] = {}
+    for k, (node, taken) in enumerate(path):
+        merged = q.first if first and k == 0 else q.merged
+        j = on_node[node] = on_node.get(node, 0) + 1
+        where = f"{j}@{node}" if node is not None else f"{j}"
+        shares: dict[str, int] = {}
         for t in taken:
             claim, request = merged.owner(t.request)
-            by_claim.setdefault(claim, []).append(
-                AllocationResult(
-                    request=request,
-                    driver=t.driver,
-                    pool=t.pool,
+            share = None
+            if t.shared:
+                share = f"fit-{where}-{shares.get(claim, 0)}"
+                shares[claim] = shares.get(claim, 0) + 1
+            out.setdefault((t.driver, t.pool), []).append(
+                AllocRef(
                     device=t.device,
+                    claim_namespace=namespace,
+                    claim_name=f"{claim}-copy-{where}",
+                    claim_uid=f"fit-{where}-{claim}",
+                    request=request,
                     admin_access=t.admin_access,
-                    share_id=f"fit-{k}-{len(by_claim.get(claim, []))}" if t.shared else None,
-                    consumed_capacity=dict(t.consumed),
+                    share_id=share,
+                    consumed=t.consumed,
                 )
             )
-        for claim, res in by_claim.items():
-            placed.append(
-                ResourceClaim(
-                    uid=f"fit-{k}-{claim}",
-                    namespace=workload.namespace,
-                    name=f"{claim}-copy-{k + 1}",
-                    results=tuple(res),
-                    allocated=True,
-                )
-            )
-    return placed
+    return out
 
 
 def iter_nodes(result: FitResult) -> Iterator[NodeFit]:

@@ -1,0 +1,139 @@
+"""A question asked again with its FitMemo (what a capacity probe keeps) gives what a new
+question gives, after any sequence of changes: claims freed and taken, slices changed,
+slices emptied, pools gone. Compared on random worlds of every profile: copies, the range, the nodes,
+the first copy, the blocker, the explanation of the next copy and the searches spent
+(the budget counts them alike); with a budget small enough to end, too."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from tests.fidelity.fit_harness import COUNT, workload_of, workloads
+from tests.fidelity.served import served_world
+from tests.fidelity.test_profiles import VERIFIED
+from tests.fidelity.worldgen import generate
+
+from draview.api.claims import AllocationResult, ResourceClaim
+from draview.api.world import World, build_world
+from draview.cel import CelEngine
+from draview.engine.allocations import index_allocations
+from draview.engine.model import EngineOptions, PoolKey
+from draview.engine.pool import PoolResult
+from draview.engine.rules import rules_for
+from draview.engine.world import compute_world
+from draview.explain.fit import FitError, FitMemo, FitResult, fit
+
+SEEDS = 6
+CHANGES = 6
+
+
+def _answer(r: FitResult) -> tuple[Any, ...]:
+    nodes = [(n.name, n.copies, n.max_copies, n.bounded, n.devices, n.error) for n in r.nodes]
+    blocked = [e.to_dict() for e in r.blocked]
+    return (
+        r.copies,
+        r.max_copies,
+        r.bounded,
+        r.stopped,
+        r.blocker,
+        r.first_node,
+        r.first,
+        nodes,
+        blocked,
+        r.notes,
+        r.searches,
+    )
+
+
+def _change(world: World, rng: random.Random, step: int) -> tuple[World, set[PoolKey]]:
+    """One change to the world, and the pools it touches."""
+    allocated = [c for c in world.claims if c.allocated and c.results]
+    kind = rng.choice(["free", "take", "take", "slice", "empty", "gone"])
+    if kind == "free" and allocated:
+        gone = rng.choice(allocated)
+        claims = [c for c in world.claims if c is not gone]
+        return replace(world, claims=claims), {(r.driver, r.pool) for r in gone.results}
+    if kind in ("take", "free"):
+        used = {(r.driver, r.pool, r.device) for c in world.claims for r in c.results}
+        free = [
+            (s.driver, s.pool.name, d.name)
+            for s in world.slices
+            for d in s.devices
+            if (s.driver, s.pool.name, d.name) not in used
+        ]
+        if not free:
+            return world, set()
+        driver, pool, device = rng.choice(free)
+        claim = ResourceClaim(
+            uid=f"taken-{step}",
+            namespace="default",
+            name=f"taken-{step}",
+            results=(AllocationResult(request="r", driver=driver, pool=pool, device=device),),
+            allocated=True,
+        )
+        return replace(world, claims=[*world.claims, claim]), {(driver, pool)}
+    if not world.slices:
+        return world, set()
+    s = rng.choice(world.slices)
+    if kind == "slice":
+        # The same content at a new generation: judged again, answering the same.
+        bumped = replace(s, generation=s.generation + 1)
+        slices = [bumped if x is s else x for x in world.slices]
+        return replace(world, slices=slices), {s.pool_key}
+    if kind == "empty":
+        # Its devices gone, the slice still there: nodes keep their view of the pool,
+        # which no longer holds what a copy could take (the nodes' groups may split).
+        emptied = replace(s, devices=())
+        slices = [emptied if x is s else x for x in world.slices]
+        return replace(world, slices=slices), {s.pool_key}
+    slices = [x for x in world.slices if x.pool_key != s.pool_key]
+    return replace(world, slices=slices), {s.pool_key}
+
+
+def _judged(
+    world: World, opts: EngineOptions, earlier: list[PoolResult], touched: set[PoolKey]
+) -> list[PoolResult]:
+    """As the operator holds them: a pool not touched keeps its result object (from 1.35;
+    1.34 judges every pool again)."""
+    return compute_world(world, opts, earlier, touched, index_allocations(world.claims))
+
+
+def _ask(
+    world: World, workload: Any, opts: EngineOptions, results: list[PoolResult], **kw: Any
+) -> tuple[Any, ...] | str:
+    try:
+        return _answer(fit(world, workload, opts, count=COUNT, results=results, **kw))
+    except FitError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("budget", [None, 40])
+@pytest.mark.parametrize("name", sorted(VERIFIED))
+def test_asked_again_with_a_memo_is_asked_anew(name: str, budget: int | None) -> None:
+    profile, _ = VERIFIED[name]
+    opts = EngineOptions(profile=profile)
+    extra = {} if budget is None else {"budget": budget}
+    compared = reused = 0
+    for seed in range(SEEDS):
+        served = served_world(generate(seed), profile)
+        rng = random.Random(seed)
+        for claims in workloads(served.pending)[:3]:
+            workload = workload_of(claims)
+            world = build_world(served.objects)
+            results = compute_world(world, opts)
+            memo, cel = FitMemo(), CelEngine()
+            for step in range(CHANGES + 1):
+                if step:
+                    world, touched = _change(world, rng, step)
+                    results = _judged(world, opts, results, touched)
+                kept = _ask(world, workload, opts, results, memo=memo, cel=cel, **extra)
+                fresh = _ask(world, workload, opts, results, **extra)
+                assert kept == fresh, f"seed {seed} step {step} {workload.claims[0].name}"
+                compared += 1
+                reused += memo.reused
+    assert compared >= SEEDS * 3
+    if budget is None and rules_for(profile).invalid_pool_is_node_local:
+        assert reused, "no asking reused a group: the memo was never exercised"
