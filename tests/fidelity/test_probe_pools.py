@@ -21,7 +21,7 @@ from draview.engine.model import EngineOptions
 from draview.engine.pools import group_slices
 from draview.engine.world import compute_world
 from draview.explain.fit import FitError, FitResult, fit
-from draview.explain.probes import claims_of, every_pool, pool_relevant, selectors
+from draview.explain.probes import every_pool, pool_relevant, selectors
 
 SEEDS = 8
 
@@ -32,10 +32,10 @@ def _shape(r: FitResult) -> tuple[Any, ...]:
 
 
 def _subset(world: World, keys: set[tuple[str, str]]) -> World:
-    allocations = index_allocations(world.claims)
+    """The pools a probe asks about, as the operator hands them: no claims, their
+    allocations apart (fit's `allocations`)."""
     return World(
         slices=[s for s in world.slices if s.pool_key in keys],
-        claims=claims_of({k: v for k, v in allocations.items() if k in keys}),
         taint_rules=world.taint_rules,
         classes=world.classes,
         problems=[p for p in world.problems if p.pool is None or p.pool in keys],
@@ -69,12 +69,14 @@ def test_fit_on_the_pools_a_probe_depends_on_is_fit_on_all(name: str) -> None:
                 or r.errors.allocator
                 or pool_relevant(sels, by_pool.get(r.key, []), cel)
             }
+            allocations = index_allocations(world.claims)
             part = fit(
                 _subset(world, keys),
                 workload,
                 opts,
                 count=COUNT,
                 results=[r for r in results if r.key in keys],
+                allocations={k: v for k, v in allocations.items() if k in keys},
             )
             assert _shape(part) == _shape(whole), f"seed {seed} {workload.claims[0].name}"
             asked += 1

@@ -206,4 +206,3 @@ def test_a_renewed_serving_certificate_is_served_without_a_restart(
     got = json.loads(crds.check("get", "--raw", "/apis/explain.draview.io/v1alpha1"))
     assert got["resources"][0]["name"] == "claimexplanations"
     assert "serving certificate loaded again" in explain["operator"].logs()
-

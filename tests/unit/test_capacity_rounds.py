@@ -4,6 +4,7 @@ controller's real store and reconciler, no API server (nothing here is written).
 from __future__ import annotations
 
 from builders import DRIVER, device, device_class, rslice
+from builders import claim as allocated
 from prometheus_client import REGISTRY
 from test_controller_batches import controller
 
@@ -52,6 +53,43 @@ async def test_a_probe_is_asked_again_only_when_a_pool_it_counts_on_changes() ->
     ctl.reconciler.compute([gpus])
     await cap._mark_due()
     assert due() == {"one", "all"}
+
+
+async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -> None:
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    ctl.ingest.slice_event("ADDED", rslice("a", [device("a0"), device("a1")], pool="a"))
+    ctl.ingest.slice_event(
+        "ADDED", rslice("b", [device("b0"), device("b1")], pool="b", node="node-b")
+    )
+    a, b = (DRIVER, "a"), (DRIVER, "b")
+    ctl.reconciler.compute([a, b])
+    cap = ctl.capacity
+    cap.define({"one": ProbeSpec("one", "ns/cm:k", claim=claim())}, [], {})
+    await cap._mark_due()
+    probe = cap.probes["one"]
+    first = await cap._ask(probe)
+    nodes = {n["name"]: n["copies"] for n in first.status["nodes"]}
+    assert (first.copies, nodes) == (4, {"node-a": 2, "node-b": 2})
+    assert not probe.memo.reused
+    kept_b = probe.judged[b][1]
+
+    taken = {"request": "gpu", "driver": DRIVER, "pool": "a", "device": "a0"}
+    ctl.ingest.claim_event("ADDED", allocated("c", taken))
+    ctl.reconciler.compute([a])
+    again = await cap._ask(probe)
+    nodes = {n["name"]: n["copies"] for n in again.status["nodes"]}
+    assert (again.copies, nodes) == (3, {"node-a": 1, "node-b": 2})
+    assert probe.memo.reused, "node-b's answer was searched again"
+    assert probe.judged[b][1] is kept_b, "pool b was judged again though nothing changed"
+    assert (
+        again.status["blocker"] == "request r: needs 1, 0 of 4 matching devices free (4 Allocated)"
+    )
+
+    ctl.ingest.claim_event("DELETED", allocated("c", taken))
+    ctl.reconciler.compute([a])
+    back = await cap._ask(probe)
+    assert (back.copies, back.status) == (4, first.status)
 
 
 async def test_a_bad_probe_answers_with_its_error_and_the_others_go_on() -> None:

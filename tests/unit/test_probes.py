@@ -14,7 +14,7 @@ from draview.api.workload import WorkloadError
 from draview.api.world import build_world
 from draview.cel import CelEngine
 from draview.explain.fit import fit
-from draview.explain.probes import answer, claims_of, failed, pool_relevant, selectors
+from draview.explain.probes import answer, failed, pool_relevant, selectors
 
 CLAIM = {
     "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
@@ -171,20 +171,3 @@ def test_the_answer_as_status_and_series() -> None:
         "error": 'deviceclass "x" not found',
         "profile": "p",
     }
-
-
-def test_claims_of_allocations_rebuild_what_is_taken() -> None:
-    from draview.engine.model import AllocRef
-
-    refs = {
-        ("d", "p"): [
-            AllocRef("dev-0", "ns", "c", "uid-1", "r", share_id="s1", consumed=(("m", "1Gi"),))
-        ],
-        ("d", "q"): [AllocRef("dev-1", "ns", "c", "uid-1", "r2")],
-    }
-    (claim,) = claims_of(refs)
-    assert (claim.uid, claim.key, claim.allocated) == ("uid-1", "ns/c", True)
-    assert [(r.pool, r.device, r.share_id, r.consumed_capacity) for r in claim.results] == [
-        ("p", "dev-0", "s1", {"m": "1Gi"}),
-        ("q", "dev-1", None, {}),
-    ]

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +41,12 @@ from draview.controller.probe_source import ProbeSource, Templates, error_text
 from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler, Settings
 from draview.controller.status_requests import StatusRequests
-from draview.engine.model import EngineOptions, PoolKey
+from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
-from draview.explain.fit import FitError, fit
+from draview.explain.fit import FitError, FitMemo, fit
 from draview.explain.probes import (
     Answer,
     Selectors,
-    claims_of,
     every_pool,
     failed,
     pool_relevant,
@@ -85,6 +84,18 @@ class _Probe:
     due: bool = True
     not_before: float = 0.0  # monotonic: asked again no sooner (SHARE)
     answer: Answer | None = None
+    # What asking left for asking again: per pool the judgement it was asked with, by
+    # the reconciler's result it came from (a pool not judged again hands fit the same
+    # object, which is how the memo knows it), and fit's own memo.
+    judged: dict[PoolKey, tuple[object, PoolResult]] = field(default_factory=dict)
+    memo: FitMemo = field(default_factory=FitMemo)
+
+    def forget(self) -> None:
+        self.seen.clear()
+        self.pools.clear()
+        self.judged.clear()
+        self.memo.clear()
+        self.due = True
 
 
 class CapacityProbes:
@@ -233,9 +244,7 @@ class CapacityProbes:
         if classes != self._classes:  # selectors may differ: every pool looked at anew
             self._classes = classes
             for p in self.probes.values():
-                p.seen.clear()
-                p.pools.clear()
-                p.due = True
+                p.forget()
         by_name = {c.name: c for c in classes}
         for p in self.probes.values():
             if p.workload is None:
@@ -284,18 +293,27 @@ class CapacityProbes:
         rec = self.reconciler
         store = rec.store
         keys = sorted(p.pools)
-        judged = [j for j in (rec.judge_again(k) for k in keys) if j is not None]
+        judged: list[tuple[PoolKey, object, PoolResult | Callable[[], PoolResult]]] = []
+        for k in keys:
+            lean = rec.results.get(k)
+            kept = p.judged.get(k)
+            if kept is not None and kept[0] is lean:
+                judged.append((k, lean, kept[1]))
+                continue
+            again = rec.judge_again(k)
+            if again is not None:
+                judged.append((k, lean, again))
         world = World(
             slices=[s for k in keys for s in store.slices_of(k)],
-            claims=claims_of({k: store.allocations_of(k) for k in keys}),
             taint_rules=store.rules(),
             classes=list(self._classes),
             nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
         )
+        allocations = {k: store.allocations_of(k) for k in keys}
         began = time.perf_counter()
         try:
             found = await asyncio.to_thread(
-                _fit, world, p.workload, self.options, judged, p.spec.max_copies, p.cel
+                _fit, world, allocations, p, self.options, judged, p.spec.max_copies
             )
         except FitError as exc:
             return failed(str(exc), profile)
@@ -356,22 +374,38 @@ class CapacityProbes:
             self._unexport(name)
         self.objects.forget()
         for p in self.probes.values():
-            p.seen.clear()
-            p.pools.clear()
-            p.due = True
+            p.forget()
             p.answer = None
 
 
 def _fit(
     world: World,
-    workload: Workload,
+    allocations: Mapping[PoolKey, Sequence[AllocRef]],
+    p: _Probe,
     options: EngineOptions,
-    judged: list[Callable[[], PoolResult]],
+    judged: list[tuple[PoolKey, object, PoolResult | Callable[[], PoolResult]]],
     count: int | None,
-    cel: CelEngine,
 ) -> Any:
-    results = sorted((j() for j in judged), key=lambda r: r.key)
-    return fit(world, workload, options, count=count, results=results, cel=cel)
+    """In a worker thread: the pools judged again, then fit with the probe's memo (what
+    the probe keeps is only touched here, one asking at a time)."""
+    assert p.workload is not None
+    results = []
+    kept: dict[PoolKey, tuple[object, PoolResult]] = {}
+    for key, lean, r in judged:
+        result = r if isinstance(r, PoolResult) else r()
+        kept[key] = (lean, result)
+        results.append(result)
+    p.judged = kept
+    return fit(
+        world,
+        p.workload,
+        options,
+        count=count,
+        results=results,
+        cel=p.cel,
+        allocations=allocations,
+        memo=p.memo,
+    )
 
 
 def _drop(gauge: Any, *labels: str) -> None:

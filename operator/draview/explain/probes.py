@@ -17,13 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
-from draview.api.claims import AllocationResult, ResourceClaim
 from draview.api.common import clip
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass
 from draview.api.workload import Workload
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
-from draview.engine.model import AllocRef, PoolKey
 from draview.explain.fit import FitResult, iter_nodes
 
 # Nodes a status lists (the per-node series are a probe's own choice, up to 100).
@@ -78,33 +76,6 @@ def pool_relevant(sels: Selectors, slices: Iterable[ResourceSlice], cel: CelEngi
                 if found is True or isinstance(found, CelRuntimeError):
                     return True
     return False
-
-
-def claims_of(allocations: Mapping[PoolKey, Iterable[AllocRef]]) -> list[ResourceClaim]:
-    """The allocated claims behind the pools' allocations, as far as those pools go:
-    what `fit` takes as already taken."""
-    results: dict[str, list[AllocationResult]] = {}
-    names: dict[str, tuple[str, str]] = {}
-    for (driver, pool), refs in allocations.items():
-        for r in refs:
-            names[r.claim_uid] = (r.claim_namespace, r.claim_name)
-            results.setdefault(r.claim_uid, []).append(
-                AllocationResult(
-                    request=r.request,
-                    driver=driver,
-                    pool=pool,
-                    device=r.device,
-                    admin_access=r.admin_access,
-                    share_id=r.share_id,
-                    consumed_capacity=dict(r.consumed),
-                )
-            )
-    return [
-        ResourceClaim(
-            uid=uid, namespace=names[uid][0], name=names[uid][1], results=tuple(res), allocated=True
-        )
-        for uid, res in results.items()
-    ]
 
 
 class ProbeNode(TypedDict):
