@@ -53,7 +53,7 @@ from draview.explain.gather import (
     ambiguous_pool,
     node_pools,
 )
-from draview.explain.index import DeviceIndex, PoolDevices
+from draview.explain.index import DeviceIndex, PoolDevices, index_pool
 from draview.explain.model import ClaimExplanation
 from draview.explain.orders import Chooser, NeedChoice, pools_met, relevance
 from draview.explain.search import (
@@ -318,6 +318,15 @@ class _Question:
         # reused by new objects.
         self._lefts.clear()
         return affected
+
+    def shed(self) -> None:
+        """Between askings (FitMemo): drop the nodes' pools, the states the copies made
+        and the searches. The next asking searches only the nodes of groups that changed,
+        whose searches are forgotten then anyway, and builds these again for them."""
+        for kept in (self._pools, self._states, self._derived, self._lefts):
+            kept.clear()
+        self._outcomes.clear()
+        self._starts.clear()
 
     def forget_searches(self, nodes: Iterable[NodeName]) -> None:
         """Forget the nodes' outcomes: searched again, they cost what a new question's
@@ -699,10 +708,10 @@ class FitMemo:
     # per group, per copies left to place (count): its placement
     greedy: dict[tuple[NodeName, ...], dict[int | None, _Placement]] = field(default_factory=dict)
     group_of: dict[NodeName, tuple[NodeName, ...]] = field(default_factory=dict)
-    after: dict[PoolKey, tuple[PoolResult, Sequence[AllocRef], PoolResult]] = field(
+    # per pool: the result and the copies' allocations it was indexed after
+    indexed: dict[PoolKey, tuple[PoolResult, Sequence[AllocRef] | None, PoolDevices]] = field(
         default_factory=dict
     )
-    indexed: dict[PoolKey, tuple[PoolResult, PoolDevices]] = field(default_factory=dict)
     _explainer: Explainer | None = None
     reused: bool = False  # this asking took some group's reach from an earlier one
     nodes: list[NodeName] | None = None  # tried at the last asking
@@ -715,7 +724,6 @@ class FitMemo:
             self.node_fits,
             self.greedy,
             self.group_of,
-            self.after,
             self.indexed,
         ):
             kept.clear()
@@ -759,31 +767,30 @@ class FitMemo:
             self.group_of[node] = group
         self.reaches[group] = (reach, cost)
 
-    def judged_after(
+    def index_after(
         self,
         world: World,
         opts: EngineOptions,
         results: Sequence[PoolResult],
         base: Mapping[PoolKey, Sequence[AllocRef]],
         placed: Mapping[PoolKey, Sequence[AllocRef]],
-    ) -> list[PoolResult]:
-        """compute_world after the copies, judging again only the pools whose copies
-        differ from the last asking's (from 1.35, where pools are judged apart)."""
+    ) -> DeviceIndex | None:
+        """The index of the world after the copies, each pool indexed again only when
+        it or its copies differ from the last asking's; None for a profile that judges
+        pools with the world (1.34: an invalid pool changes the others)."""
         if not rules_for(opts.profile).invalid_pool_is_node_local:
-            allocations = _with_copies(base, placed)
-            return compute_world(world, opts, results, set(placed), allocations)
-        out: list[PoolResult] = []
+            return None
+        index = DeviceIndex()
         for r in results:
             refs = placed.get(r.key)
-            if refs is None:
-                out.append(r)
-                continue
-            hit = self.after.get(r.key)
+            hit = self.indexed.get(r.key)
             if hit is None or hit[0] is not r or not (hit[1] is refs or hit[1] == refs):
-                judged = judge_again(r, [*base.get(r.key, ()), *refs], world, opts)
-                hit = self.after[r.key] = (r, refs, judged)
-            out.append(hit[2])
-        return out
+                judged = r
+                if refs is not None:
+                    judged = judge_again(r, [*base.get(r.key, ()), *refs], world, opts)
+                hit = self.indexed[r.key] = (r, refs, index_pool(judged, world.taint_rules))
+            index.add(r, hit[2])
+        return index
 
     def groups_of(self, q: _Question, nodes: list[NodeName]) -> list[tuple[NodeName, ...]]:
         """_groups, or the groups of the last asking when the nodes are the same and no
@@ -803,9 +810,8 @@ class FitMemo:
     def prune(self, results: Sequence[PoolResult]) -> None:
         """Forget the pools no longer judged."""
         keys = {r.key for r in results}
-        for kept in (self.after, self.indexed):
-            for gone in [k for k in kept if k not in keys]:
-                del kept[gone]
+        for gone in [k for k in self.indexed if k not in keys]:
+            del self.indexed[gone]
         if self._explainer is not None:
             self._explainer.prune_folds(keys)
 
@@ -956,6 +962,7 @@ def fit(
             memo.clear()  # what the budget cut off is no answer to keep
         else:
             memo.prune(results)
+            q.shed()
     return out
 
 
@@ -1181,15 +1188,12 @@ def _explain_next(
     copies = sum(len(seg.path) for seg in segments)
     # Only the pools the copies took devices in are judged again, with the world's
     # allocations the question indexed and the copies' added.
-    if memo is None:
-        allocations = _with_copies(q.base, placed)
-        results = compute_world(world, opts, q.results, set(placed), allocations)
+    index = memo.index_after(world, opts, q.results, q.base, placed) if memo else None
+    results: list[PoolResult] | None = None
+    if index is None:
+        results = _judged_after(q, world, opts, placed)
         index = DeviceIndex.build(results, world.taint_rules)
-        explainer = Explainer(q.cel)
-    else:
-        results = memo.judged_after(world, opts, q.results, q.base, placed)
-        index = DeviceIndex.build(results, world.taint_rules, memo.indexed)
-        explainer = memo.explainer(q.cel)
+    explainer = memo.explainer(q.cel) if memo else Explainer(q.cel)
     claims = [_copy_claim(c, copies + 1) for c in per_copy]
     if not copies:
         claims.extend(pending)
@@ -1199,6 +1203,8 @@ def _explain_next(
     for c in claims:
         found = explainer.explain(c, index, world.classes, rules=world.taint_rules)
         if found.verdict not in ("Unallocatable", "Error"):
+            if results is None:
+                results = _judged_after(q, world, opts, placed)
             found = explainer.explain(
                 c, index, world.classes, results=results, rules=world.taint_rules
             )
@@ -1219,14 +1225,14 @@ def _explain_next(
     return stuck, label + first.summary
 
 
-def _with_copies(
-    base: Mapping[PoolKey, Sequence[AllocRef]], placed: Mapping[PoolKey, Sequence[AllocRef]]
-) -> dict[PoolKey, Sequence[AllocRef]]:
-    """The world's allocations with the copies' added."""
-    out = dict(base)
+def _judged_after(
+    q: _Question, world: World, opts: EngineOptions, placed: Mapping[PoolKey, Sequence[AllocRef]]
+) -> list[PoolResult]:
+    """The world judged after the copies: the pools they took devices in again."""
+    allocations = dict(q.base)
     for key, refs in placed.items():
-        out[key] = [*base.get(key, ()), *refs]
-    return out
+        allocations[key] = [*q.base.get(key, ()), *refs]
+    return compute_world(world, opts, q.results, set(placed), allocations)
 
 
 def _placed(q: _Question, namespace: str, path: Path, first: bool) -> dict[PoolKey, list[AllocRef]]:

@@ -112,29 +112,21 @@ class DeviceIndex:
 
     @classmethod
     def build(
-        cls,
-        results: Sequence[PoolResult],
-        rules: Sequence[DeviceTaintRule] = (),
-        kept: dict[PoolKey, tuple[PoolResult, PoolDevices]] | None = None,
+        cls, results: Sequence[PoolResult], rules: Sequence[DeviceTaintRule] = ()
     ) -> DeviceIndex:
-        """`kept`: each pool's index from an earlier build with the same taint rules,
-        reused where the result is the same object, and updated."""
         index = cls()
         for result in results:
-            if kept is None:
-                index.put(result, rules)
-                continue
-            hit = kept.get(result.key)
-            if hit is None or hit[0] is not result:
-                hit = kept[result.key] = (result, index_pool(result, rules))
-            index.pools[result.key] = hit[1]
-            if result.prepared is not None:
-                index.fractional = result.prepared.rules.fractional_capacity_range
+            index.put(result, rules)
         return index
 
     def put(self, result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> None:
         """Index `result`'s devices in place of what its pool had."""
-        self.pools[result.key] = index_pool(result, rules)
+        self.add(result, index_pool(result, rules))
+
+    def add(self, result: PoolResult, devices: PoolDevices) -> None:
+        """Put `devices`, index_pool of `result` (or of the same pool with other
+        allocations), in place of what its pool had."""
+        self.pools[result.key] = devices
         if result.prepared is not None:
             self.fractional = result.prepared.rules.fractional_capacity_range
 
