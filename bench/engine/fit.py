@@ -18,6 +18,8 @@ import gc
 import json
 import sys
 import time
+import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +29,17 @@ sys.path.insert(0, str(REPO / "operator"))
 from draview.api.workload import read_workload  # noqa: E402
 from draview.api.world import build_world, iter_objects  # noqa: E402
 from draview.cel import CelEngine  # noqa: E402
+from draview.engine.allocations import claim_allocations, index_allocations  # noqa: E402
 from draview.engine.model import EngineOptions  # noqa: E402
 from draview.engine.pools import group_slices  # noqa: E402
 from draview.engine.world import compute_world  # noqa: E402
-from draview.explain.fit import fit  # noqa: E402
+from draview.explain.fit import FitMemo, fit  # noqa: E402
 from draview.explain.probes import pool_relevant, pool_signature, selectors  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 TARGET_S = 2.0  # issue 40, point 6
+PROBE_TARGET_MS = 1.0  # a probe update after one claim change, per touched pool
+PROBE_CHANGES = 20
 
 TEMPLATE: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",
@@ -78,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             times.append(clock() - start)
     assert answer is not None
     probe = _probe_costs(world, workload, clock)
+    update = _probe_update(world, workload, options, results, clock, devices)
     report = {
         "clock": args.clock,
         "nodes": len({n for r in results if r.prepared for v in r.prepared.views for n in v.nodes}),
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "target_s": TARGET_S,
         "next": answer.blocker,
         **probe,
+        **update,
     }
     Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
@@ -120,6 +127,66 @@ def _probe_costs(world: Any, workload: Any, clock: Any) -> dict[str, Any]:
         "probe_pools_counted": counted,
         "probe_new_pool_ms": round(1000 * new / len(by_pool), 3),
         "probe_seen_pool_us": round(1e6 * cached / len(by_pool), 2),
+    }
+
+
+def _probe_update(
+    world: Any, workload: Any, options: Any, results: Any, clock: Any, devices: int
+) -> dict[str, Any]:
+    """What a capacity probe's answer costs after one claim change (issue 40, point 6):
+    the probe keeps a FitMemo; each change frees one allocated claim, or takes its device
+    back, and the one pool it touches is judged again (the operator's batch, not
+    counted); then `fit` is asked again with the memo. The last answer is checked
+    against a new question's, and what the memo holds is measured."""
+    allocations = index_allocations(world.claims)
+    asked = replace(world, claims=[])
+    cel = CelEngine(max_results=max(200_000, 8 * devices))
+    memo = FitMemo()
+    start = clock()
+    fit(asked, workload, options, results=results, cel=cel, allocations=allocations, memo=memo)
+    first = clock() - start
+    claims = [c for c in world.claims if len({(r.driver, r.pool) for r in c.results}) == 1]
+    times: list[float] = []
+    for i in range(PROBE_CHANGES):
+        claim = claims[(i // 2) * 997 % len(claims)]
+        key = (claim.results[0].driver, claim.results[0].pool)
+        mine = claim_allocations(claim)[key]
+        refs = list(allocations.get(key, ()))
+        if i % 2 == 0:  # freed
+            allocations[key] = [r for r in refs if r not in mine]
+        else:  # taken again
+            allocations[key] = [*refs, *mine]
+        results = compute_world(world, options, results, {key}, allocations)
+        start = clock()
+        kept = fit(
+            asked, workload, options, results=results, cel=cel, allocations=allocations, memo=memo
+        )
+        times.append(clock() - start)
+    fresh = fit(asked, workload, options, results=results, allocations=allocations)
+    same = (kept.copies, kept.max_copies, kept.blocker) == (
+        fresh.copies,
+        fresh.max_copies,
+        fresh.blocker,
+    )
+    times.sort()
+    # What the memo holds between askings, traced apart (tracing slows Python down).
+    tracemalloc.start()
+    memo = FitMemo()
+    fit(asked, workload, options, results=results, cel=cel, allocations=allocations, memo=memo)
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0]
+    memo.clear()
+    gc.collect()
+    held -= tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return {
+        "probe_first_s": round(first, 3),
+        "probe_changes": PROBE_CHANGES,
+        "probe_update_median_ms": round(1000 * times[len(times) // 2], 2),
+        "probe_update_max_ms": round(1000 * times[-1], 2),
+        "probe_update_target_ms": PROBE_TARGET_MS,
+        "probe_update_same_as_new": same,
+        "probe_memo_mib": round(held / 2**20),
     }
 
 
