@@ -33,7 +33,8 @@ from draview.engine.allocations import claim_allocations, index_allocations  # n
 from draview.engine.model import EngineOptions  # noqa: E402
 from draview.engine.pools import group_slices  # noqa: E402
 from draview.engine.world import compute_world  # noqa: E402
-from draview.explain.fit import FitMemo, fit  # noqa: E402
+from draview.explain.fit import fit  # noqa: E402
+from draview.explain.fit_memo import FitMemo  # noqa: E402
 from draview.explain.probes import pool_relevant, pool_signature, selectors  # noqa: E402
 
 OUT = REPO / "bench" / "out"

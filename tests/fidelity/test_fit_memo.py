@@ -1,8 +1,8 @@
 """A question asked again with its FitMemo (what a capacity probe keeps) gives what a new
-question gives, after any sequence of changes: claims freed and taken, slices changed,
-slices emptied, pools gone. Compared on random worlds of every profile: copies, the range, the nodes,
-the first copy, the blocker, the explanation of the next copy and the searches spent
-(the budget counts them alike); with a budget small enough to end, too."""
+question gives, after any sequence of changes: claims freed and taken, slices changed or
+emptied, pools gone. Compared on random worlds of every profile: copies, the range, the
+nodes, the first copy, the blocker, the explanation of the next copy and the searches
+spent (the budget counts them alike); with a budget small enough to end, too."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
-from draview.explain.fit import FitError, FitMemo, FitResult, fit
+from draview.explain.fit import FitError, FitResult, fit
+from draview.explain.fit_memo import FitMemo
 
 SEEDS = 6
 CHANGES = 6

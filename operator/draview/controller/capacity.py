@@ -43,7 +43,8 @@ from draview.controller.reconcile import Reconciler, Settings
 from draview.controller.status_requests import StatusRequests
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
-from draview.explain.fit import FitError, FitMemo, fit
+from draview.explain.fit import FitError, fit
+from draview.explain.fit_memo import FitMemo
 from draview.explain.probes import (
     Answer,
     Selectors,
