@@ -42,8 +42,9 @@ class FitMemo:
     one a new question gives (tests/fidelity/test_fit_memo.py).
 
     It holds about 0.75 KiB a device of the pools asked about, mostly the index and the
-    explanation's device lists (bench/engine/README.md); searches are dropped after each
-    asking (Question.shed), since only one asking reuses them."""
+    explanation's device lists, and the results it was handed (bench/engine/README.md);
+    searches are dropped after each asking (Question.shed), since only one asking
+    reuses them."""
 
     key: object = None
     question: Question | None = None
