@@ -21,6 +21,7 @@ from draview.api.status import DeviceState, Partition
 from draview.engine.attributes import attribute
 from draview.engine.capacity import request_fits
 from draview.engine.compat import Intersection, admit, uses_of
+from draview.engine.components import components
 from draview.engine.flatten import FlatSlice
 from draview.engine.validate import CounterKey
 from draview.quantity import Quantity
@@ -52,28 +53,14 @@ _State = tuple[dict[CounterKey, Quantity], Mapping[str, Intersection] | None]
 def _components(cands: list[PartitionInput], by_set: bool) -> list[list[PartitionInput]]:
     """Devices linked by a counter they share (and, `by_set`, by a counter set they draw
     from, which compatibility groups tie together whatever the counters)."""
-    parent = list(range(len(cands)))
 
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[object, int] = {}
-    for i, c in enumerate(cands):
-        keys: list[object] = [key for key, _ in c.debits]
+    def keys(c: PartitionInput) -> list[object]:
+        out: list[object] = [key for key, _ in c.debits]
         if by_set:
-            keys.extend(("set", cc.counter_set) for cc in c.device.consumes_counters)
-        for key in keys:
-            if key in owner:
-                parent[find(i)] = find(owner[key])
-            else:
-                owner[key] = i
-    groups: dict[int, list[PartitionInput]] = defaultdict(list)
-    for i, c in enumerate(cands):
-        groups[find(i)].append(c)
-    return list(groups.values())
+            out.extend(("set", cc.counter_set) for cc in c.device.consumes_counters)
+        return out
+
+    return components(cands, keys)
 
 
 def _fits(c: PartitionInput, state: _State) -> _State | None:

@@ -13,6 +13,7 @@ from draview.api.claims import Constraint, Request, ResourceClaim
 from draview.api.taints import DeviceClass
 from draview.api.world import World
 from draview.cel import CelEngine
+from draview.engine.components import components
 from draview.engine.model import AllocRef, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import Rules
@@ -600,26 +601,8 @@ class _Summary:
 
 
 def node_groups(q: Question, nodes: Sequence[NodeName]) -> list[list[NodeName]]:
-    """Nodes joined when they gather a common relevant pool (union-find)."""
-    parent: dict[NodeName, NodeName] = {n: n for n in nodes}
-
-    def root(n: NodeName) -> NodeName:
-        while parent[n] != n:
-            parent[n] = parent[parent[n]]
-            n = parent[n]
-        return n
-
-    owner: dict[PoolKey, NodeName] = {}
-    for n in nodes:
-        for key in q.relevant(n):
-            if key in owner:
-                parent[root(n)] = root(owner[key])
-            else:
-                owner[key] = n
-    groups: dict[NodeName, list[NodeName]] = {}
-    for n in nodes:
-        groups.setdefault(root(n), []).append(n)
-    return list(groups.values())
+    """Nodes joined when they gather a common relevant pool."""
+    return components(nodes, q.relevant)
 
 
 @dataclass(slots=True)
