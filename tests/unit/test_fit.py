@@ -76,6 +76,32 @@ def test_node_local_devices_fit_one_chain_per_node() -> None:
     assert "needs 1, 0 of 5 matching devices free (5 Allocated)" in got.blocker
 
 
+def test_a_memo_half_brought_up_to_date_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An asking that fails part way (a bug, a thread cancelled) leaves nothing half
+    renewed for the next one: the memo starts over and answers as a new question."""
+    import draview.explain.fit_search as search
+    from draview.explain.fit_memo import FitMemo
+
+    w = read_workload([template()], nobody)
+    memo = FitMemo()
+    fit(world(*two_nodes()), w, memo=memo)
+    assert memo.question is not None
+    fewer = [*two_nodes(), claim("more", result("gpu-1", pool="node-a"))]
+    real = search.Question.renew
+
+    def broken(self: Any, *args: Any) -> Any:
+        real(self, *args)
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(search.Question, "renew", broken)
+    with pytest.raises(RuntimeError):
+        fit(world(*fewer), w, memo=memo)
+    assert memo.question is None and not memo.reaches
+    monkeypatch.undo()
+    got = fit(world(*fewer), w, memo=memo)
+    assert (got.copies, {n.name: n.copies for n in got.nodes}) == (3, {"node-b": 3})
+
+
 def test_count_stops_there() -> None:
     got = fit(world(*two_nodes()), read_workload([template()], nobody), count=2)
     assert (got.copies, got.max_copies, got.stopped) == (2, 2, "count")

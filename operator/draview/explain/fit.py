@@ -170,6 +170,25 @@ def fit(
     caller has them; `allocations`: index_allocations(world.claims), when the caller
     has them (world.claims is then not read); `memo`: what asking the same workload
     last left (FitMemo), for a caller that asks again as pools are judged again."""
+    try:
+        return _answer(world, workload, options, count, budget, results, cel, allocations, memo)
+    except BaseException:
+        if memo is not None:
+            memo.clear()  # half brought up to date: the next asking starts over
+        raise
+
+
+def _answer(
+    world: World,
+    workload: Workload,
+    options: EngineOptions | None,
+    count: int | None,
+    budget: int,
+    results: Sequence[PoolResult] | None,
+    cel: CelEngine | None,
+    allocations: Mapping[PoolKey, Sequence[AllocRef]] | None,
+    memo: FitMemo | None,
+) -> FitResult:
     opts = options or EngineOptions()
     rules = rules_for(opts.profile)
     classes = {c.name: c for c in world.classes}
@@ -188,11 +207,15 @@ def fit(
     base = index_allocations(world.claims) if allocations is None else allocations
     if results is None:
         results = compute_world(world, opts, allocations=base)
+    if cel is None and memo is not None:
+        cel = memo.cel  # the caller hands none: the memo's own, asked with every time
     if cel is None:
         # Every device is met several times (grouping, searches, the explanation): its
         # selector results must stay cached for the whole question.
         devices = sum(len(fs.devices) for r in results if r.prepared for fs in r.prepared.flat)
         cel = CelEngine(max_results=max(200_000, 8 * devices))
+        if memo is not None:
+            memo.cel = cel
     per_copy = [as_read(_copy_claim(c, 0), rules) for c in workload.claims]
     pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
     merged = merge_claims(per_copy)
@@ -231,7 +254,7 @@ def fit(
         # The budget ended: which searches it cut off depends on the order of all of
         # them, so the answer is that of a question asked anew.
         memo.clear()
-        return fit(world, workload, opts, count, budget, results, cel, base, memo)
+        return _answer(world, workload, opts, count, budget, results, cel, base, memo)
     out.searches = q.searches
     _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups, memo)
     if memo is not None:

@@ -59,6 +59,9 @@ class FitMemo:
         default_factory=dict
     )
     _explainer: Explainer | None = None
+    # The selector results fit caches when the caller hands it no CelEngine; kept when
+    # the memo is cleared (they hold for any pools).
+    cel: CelEngine | None = None
     reused: bool = False  # this asking took some group's reach from an earlier one
     nodes: list[NodeName] | None = None  # tried at the last asking
     groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
