@@ -207,15 +207,7 @@ def _answer(
     base = index_allocations(world.claims) if allocations is None else allocations
     if results is None:
         results = compute_world(world, opts, allocations=base)
-    if cel is None and memo is not None:
-        cel = memo.cel  # the caller hands none: the memo's own, asked with every time
-    if cel is None:
-        # Every device is met several times (grouping, searches, the explanation): its
-        # selector results must stay cached for the whole question.
-        devices = sum(len(fs.devices) for r in results if r.prepared for fs in r.prepared.flat)
-        cel = CelEngine(max_results=max(200_000, 8 * devices))
-        if memo is not None:
-            memo.cel = cel
+    cel = _selector_cache(results, cel, memo)
     per_copy = [as_read(_copy_claim(c, 0), rules) for c in workload.claims]
     pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
     merged = merge_claims(per_copy)
@@ -229,18 +221,7 @@ def _answer(
         if memo is not None:
             memo.begin(key, q)
     nodes = _nodes_to_try(q, world, workload, out)
-    groups: Sequence[Sequence[NodeName]]
-    if pending:
-        # The first copy allocates the shared claims; every later copy must reach them:
-        # all nodes are one group, and later copies are searched only where they reach.
-        groups = [nodes]
-        out.notes.append(
-            "copies share " + ", ".join(c.name for c in pending) + ", allocated with the first copy"
-        )
-    elif memo is not None:
-        groups = memo.groups_of(q, nodes)
-    else:
-        groups = node_groups(q, nodes)
+    groups = _groups(q, nodes, pending, out, memo)
     q.tried = nodes
     reaches = [group_reach(q, g, count, memo) for g in groups]
     out.copies, out.max_copies = bounds(reaches)
@@ -258,12 +239,42 @@ def _answer(
     out.searches = q.searches
     _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups, memo)
     if memo is not None:
-        if q.spent:
-            memo.clear()  # what the budget cut off is no answer to keep
-        else:
-            memo.prune(results)
-            q.shed()
+        memo.settle(q, results)
     return out
+
+
+def _selector_cache(
+    results: Sequence[PoolResult], cel: CelEngine | None, memo: FitMemo | None
+) -> CelEngine:
+    """The caller's CelEngine, else the memo's, else a new one (kept in the memo)."""
+    if cel is None and memo is not None:
+        cel = memo.cel
+    if cel is None:
+        # Every device is met several times (grouping, searches, the explanation): its
+        # selector results must stay cached for the whole question.
+        devices = sum(len(fs.devices) for r in results if r.prepared for fs in r.prepared.flat)
+        cel = CelEngine(max_results=max(200_000, 8 * devices))
+        if memo is not None:
+            memo.cel = cel
+    return cel
+
+
+def _groups(
+    q: Question,
+    nodes: list[NodeName],
+    pending: Sequence[ResourceClaim],
+    out: FitResult,
+    memo: FitMemo | None,
+) -> Sequence[Sequence[NodeName]]:
+    """The groups of nodes explored apart (said in `out` when copies share a claim)."""
+    if pending:
+        # The first copy allocates the shared claims; every later copy must reach them:
+        # all nodes are one group, and later copies are searched only where they reach.
+        out.notes.append(
+            "copies share " + ", ".join(c.name for c in pending) + ", allocated with the first copy"
+        )
+        return [nodes]
+    return memo.groups_of(q, nodes) if memo is not None else node_groups(q, nodes)
 
 
 def _alone(

@@ -156,6 +156,15 @@ class FitMemo:
             self._explainer = Explainer(cel, keep_folds=True)
         return self._explainer
 
+    def settle(self, q: Question, results: Sequence[PoolResult]) -> None:
+        """After an asking: keep what holds for the next, or nothing when the budget
+        ended (what it cut off is no answer to keep)."""
+        if q.spent:
+            self.clear()
+            return
+        self.prune(results)
+        q.shed()
+
     def prune(self, results: Sequence[PoolResult]) -> None:
         """Forget the pools no longer judged."""
         keys = {r.key for r in results}

@@ -188,42 +188,57 @@ class Explainer:
             out.error = f"selector does not compile: {exc}"
             out.reason = out.error
             return out
-        fold = _Fold()
-        details: Mapping[str, str] = fold.details
-        folds = self._folds
-        if folds is None:
+        if self._folds is None:
+            fold = _Fold()
             yield from self._fold(
                 fold, index.devices, selectors, choice, index, node, labels, lists
             )
+            details: Mapping[str, str] = fold.details
         else:
-            # Everything a pool's fold depends on but its devices.
-            asked = (
-                choice.model_dump_json(),
-                selectors,
-                node,
-                tuple(sorted((labels or {}).items())),
-                lists,
-                index.fractional,
-            )
-            parts: list[dict[str, str]] = []
-            for key, pool in index.pools.items():
-                hit = folds.get((asked, key))
-                if hit is None or hit[0] is not pool:
-                    part = _Fold()
-                    yield from self._fold(
-                        part, pool.devices, selectors, choice, index, node, labels, lists
-                    )
-                    hit = folds[(asked, key)] = (pool, part)
-                fold.add(hit[1])
-                if hit[1].details:
-                    parts.append(hit[1].details)
-            # Joined, not copied: every blocked device of the world has its detail, and
-            # copying them all would cost more than explaining the pools that changed.
-            details = ChainMap(*parts) if len(parts) > 1 else (parts[0] if parts else {})
+            fold, details = yield from self._kept(selectors, choice, index, node, labels, lists)
         out.matched, out.free, out.blocked = fold.matched, fold.free, fold.blocked
         out.details, out.runtime_errors = details, fold.runtime_errors
         self._decide(out, fold.per_node, node)
         return out
+
+    def _kept(
+        self,
+        selectors: tuple[str, ...],
+        choice: DeviceChoice,
+        index: DeviceIndex,
+        node: str | None,
+        labels: Mapping[str, str] | None,
+        lists: str,
+    ) -> Steps[tuple[_Fold, Mapping[str, str]]]:
+        """The pools' folds added up in index order, each folded again only when its
+        index entry changed since it was kept; with the details of all of them."""
+        assert self._folds is not None
+        # Everything a pool's fold depends on but its devices.
+        asked = (
+            choice.model_dump_json(),
+            selectors,
+            node,
+            tuple(sorted((labels or {}).items())),
+            lists,
+            index.fractional,
+        )
+        fold = _Fold()
+        parts: list[dict[str, str]] = []
+        for key, pool in index.pools.items():
+            hit = self._folds.get((asked, key))
+            if hit is None or hit[0] is not pool:
+                part = _Fold()
+                yield from self._fold(
+                    part, pool.devices, selectors, choice, index, node, labels, lists
+                )
+                hit = self._folds[(asked, key)] = (pool, part)
+            fold.add(hit[1])
+            if hit[1].details:
+                parts.append(hit[1].details)
+        # Joined, not copied: every blocked device of the world has its detail, and
+        # copying them all would cost more than explaining the pools that changed.
+        details = ChainMap(*parts) if len(parts) > 1 else (parts[0] if parts else {})
+        return fold, details
 
     def _fold(
         self,
