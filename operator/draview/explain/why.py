@@ -74,6 +74,20 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What one request choice is judged against: its selectors (its DeviceClass's and
+    its own), the index, the node asked about (None: any) and its labels, and how CEL
+    exposes list attributes."""
+
+    selectors: tuple[str, ...]
+    choice: DeviceChoice
+    index: DeviceIndex
+    node: str | None
+    labels: Mapping[str, str]
+    lists: str
+
+
 @dataclass(slots=True)
 class _Fold:
     """Devices judged for one request choice, in walk order: the whole walk's, or one
@@ -188,50 +202,39 @@ class Explainer:
             out.error = f"selector does not compile: {exc}"
             out.reason = out.error
             return out
+        asked = _Asked(selectors, choice, index, node, labels or {}, lists)
         if self._folds is None:
             fold = _Fold()
-            yield from self._fold(
-                fold, index.devices, selectors, choice, index, node, labels, lists
-            )
+            yield from self._fold(fold, index.devices, asked)
             details: Mapping[str, str] = fold.details
         else:
-            fold, details = yield from self._kept(selectors, choice, index, node, labels, lists)
+            fold, details = yield from self._kept(asked)
         out.matched, out.free, out.blocked = fold.matched, fold.free, fold.blocked
         out.details, out.runtime_errors = details, fold.runtime_errors
         self._decide(out, fold.per_node, node)
         return out
 
-    def _kept(
-        self,
-        selectors: tuple[str, ...],
-        choice: DeviceChoice,
-        index: DeviceIndex,
-        node: str | None,
-        labels: Mapping[str, str] | None,
-        lists: str,
-    ) -> Steps[tuple[_Fold, Mapping[str, str]]]:
+    def _kept(self, asked: _Asked) -> Steps[tuple[_Fold, Mapping[str, str]]]:
         """The pools' folds added up in index order, each folded again only when its
         index entry changed since it was kept; with the details of all of them."""
         assert self._folds is not None
         # Everything a pool's fold depends on but its devices.
-        asked = (
-            choice.model_dump_json(),
-            selectors,
-            node,
-            tuple(sorted((labels or {}).items())),
-            lists,
-            index.fractional,
+        same = (
+            asked.choice.model_dump_json(),
+            asked.selectors,
+            asked.node,
+            tuple(sorted(asked.labels.items())),
+            asked.lists,
+            asked.index.fractional,
         )
         fold = _Fold()
         parts: list[dict[str, str]] = []
-        for key, pool in index.pools.items():
-            hit = self._folds.get((asked, key))
+        for key, pool in asked.index.pools.items():
+            hit = self._folds.get((same, key))
             if hit is None or hit[0] is not pool:
                 part = _Fold()
-                yield from self._fold(
-                    part, pool.devices, selectors, choice, index, node, labels, lists
-                )
-                hit = self._folds[(asked, key)] = (pool, part)
+                yield from self._fold(part, pool.devices, asked)
+                hit = self._folds[(same, key)] = (pool, part)
             fold.add(hit[1])
             if hit[1].details:
                 parts.append(hit[1].details)
@@ -240,20 +243,12 @@ class Explainer:
         details = ChainMap(*parts) if len(parts) > 1 else (parts[0] if parts else {})
         return fold, details
 
-    def _fold(
-        self,
-        out: _Fold,
-        devices: Iterable[IndexedDevice],
-        selectors: tuple[str, ...],
-        choice: DeviceChoice,
-        index: DeviceIndex,
-        node: str | None,
-        labels: Mapping[str, str] | None,
-        lists: str,
-    ) -> Steps[None]:
+    def _fold(self, out: _Fold, devices: Iterable[IndexedDevice], asked: _Asked) -> Steps[None]:
         """Judge `devices` for the choice into `out`, in their order."""
         per_node = out.per_node
         matches_all = self.cel.matches_all
+        selectors, lists, choice = asked.selectors, asked.lists, asked.choice
+        index, node, labels = asked.index, asked.node, asked.labels
         for i, d in enumerate(devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
@@ -271,7 +266,7 @@ class Explainer:
             if not result:
                 continue
             out.matched += 1
-            blocker = self._blocker(d, choice, index, node, labels or {})
+            blocker = self._blocker(d, choice, index, node, labels)
             if blocker is None:
                 out.free.append(d.id)
                 where = d.device.node_name or d.slice.node_name or NETWORK
