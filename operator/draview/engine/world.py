@@ -109,13 +109,12 @@ def judge_again(
         or not rules_for((options or EngineOptions()).profile).invalid_pool_is_node_local
     ):
         raise ValueError(f"pool {earlier.key}: judged with the world, not alone")
-    problems = [str(p) for p in world.problems if p.pool == earlier.key]
     return compute_pool(
         earlier.key,
         [*earlier.pool.current, *earlier.pool.stale],
         allocations,
         world.taint_rules,
-        problems,
+        _problems(world).get(earlier.key, ()),
         options,
         prepared=prepared,
         nodes=prepared.nodes,
