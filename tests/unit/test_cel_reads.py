@@ -13,6 +13,7 @@ from test_cel_compiled import corpus  # noqa: F401  (the fixture)
 from draview.api.slices import Device
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.cel.device import LISTS_ABSENT, LISTS_EXPOSED, LISTS_REFUSED
+from draview.cel.reads import _attribute, _by_domain, content_key
 
 DRIVER = "gpu.example.com"
 
@@ -140,3 +141,37 @@ def test_shared_answers_are_each_devices_own(
             assert _answer(shared, expr, d, ("device", i)) == want, (expr, d.lists, d.device)
     # Most selectors read fixed paths: the sharing is what they take.
     assert shared_paths >= 0.6 * len(exprs), (shared_paths, len(exprs))
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"model": {"string": "a"}},
+        {f"{DRIVER}/model": {"string": "b"}},
+        {"model": {"string": "a"}, f"{DRIVER}/model": {"string": "b"}},  # the later wins
+        {f"{DRIVER}/model": {"string": "b"}, "model": {"string": "a"}},
+        {"/model": {"string": "c"}, "model": {"string": "a"}},
+        {"other.io/model": {"string": "d"}},
+        {"x/y/model": {"string": "e"}},
+        {},
+    ],
+)
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("attributes", DRIVER, "model"),
+        ("attributes", "other.io", "model"),
+        ("attributes", "x/y", "model"),
+        ("attributes", "", "model"),
+        ("attributes", DRIVER, "a/model"),
+    ],
+)
+def test_one_attribute_is_read_as_grouping_by_domain_reads_it(
+    attributes: dict[str, Any], path: tuple[str, ...]
+) -> None:
+    # content_key looks one attribute up by the names it may be written as; the values
+    # it gives are those of grouping every attribute by domain, as the activation does.
+    dev = Device.model_validate({"name": "d", "attributes": attributes})
+    grouped = _by_domain(dev.attributes, DRIVER).get(path[1], {})
+    want = _attribute(grouped.get(path[2]))
+    assert content_key(frozenset({path}), DRIVER, dev, LISTS_EXPOSED) == (LISTS_EXPOSED, want)

@@ -15,6 +15,7 @@ string) depends on that value alone, so a path is cut at the name.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -155,14 +156,51 @@ def _attribute(raw: Any) -> Any:
     return typed(raw) if raw is not None else _ABSENT
 
 
+_NOT_ONE = object()
+
+
+def _names(domain: str, ident: str, driver: str) -> tuple[str, ...]:
+    """The names that _by_domain files under (domain, ident): qualified, and where the
+    domain is the driver's, bare (or with an empty domain)."""
+    if not domain or "/" in ident:
+        return ()  # no name splits into these
+    full = f"{domain}/{ident}"
+    return (full, ident, f"/{ident}") if domain == driver else (full,)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(paths: Reads, driver: str) -> tuple[tuple[Path, tuple[str, ...] | None], ...]:
+    """The paths in sorted order, each with, for one attribute by name, the names it may
+    be written as (else None): looked up directly rather than grouping every attribute
+    of the device by domain."""
+    return tuple(
+        (p, _names(p[1], p[2], driver) if p[0] == "attributes" and len(p) == 3 else None)
+        for p in sorted(paths)
+    )
+
+
+def _one_of(values: Mapping[str, Any], names: tuple[str, ...]) -> Any:
+    """The value under the one of `names` that `values` holds, _ABSENT for none, and
+    _NOT_ONE for several (then their order decides: _by_domain keeps the last)."""
+    held = [name for name in names if name in values]
+    if len(held) > 1:
+        return _NOT_ONE
+    return _attribute(values[held[0]]) if held else _ABSENT
+
+
 def content_key(paths: Reads, driver: str, device: Device, lists: str) -> tuple[Any, ...]:
     """The values at `paths` on the device: equal keys, equal results (with the same
     `lists`, which decides how list attributes read)."""
     parts: list[Any] = [lists]
     attributes: dict[str, dict[str, Any]] | None = None
     capacity: dict[str, dict[str, Any]] | None = None
-    for path in sorted(paths):
+    for path, spelled in _plan(paths, driver):
         head = path[0]
+        if spelled is not None:
+            value = _one_of(device.attributes, spelled)
+            if value is not _NOT_ONE:
+                parts.append(value)
+                continue
         if head == "driver":
             parts.append(driver)
         elif head == "allowMultipleAllocations":
