@@ -22,7 +22,9 @@ from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though never changed once built: one is built per device of every node's
+# pools at each question, and a frozen dataclass's __init__ costs five times as much.
+@dataclass(slots=True, unsafe_hash=True)
 class SearchDevice:
     driver: str
     pool: str
@@ -43,7 +45,7 @@ class SearchDevice:
     id: tuple[str, str, str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "id", (self.driver, self.pool, self.device.name))
+        self.id = (self.driver, self.pool, self.device.name)
 
     @property
     def cel_key(self) -> tuple[str, str, str, int, str]:

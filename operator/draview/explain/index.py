@@ -18,7 +18,9 @@ from draview.engine.validate import CounterKey, parse_pool
 from draview.quantity import Quantity, QuantityError, parse_quantity
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though never changed once built: one is built per device of every pool
+# indexed, and a frozen dataclass's __init__ costs five times as much.
+@dataclass(slots=True, unsafe_hash=True)
 class IndexedDevice:
     driver: str
     pool: str
