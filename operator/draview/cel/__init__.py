@@ -14,7 +14,7 @@ from draview.cel.device import (
     DeviceInput,
     device_activation,
 )
-from draview.cel.env import CelCompileError, CelEngine, CelRuntimeError, EvalResult
+from draview.cel.env import CelCompileError, CelEngine, CelRuntimeError, EvalResult, Matcher
 
 __all__ = [
     "LISTS_ABSENT",
@@ -25,5 +25,6 @@ __all__ = [
     "CelRuntimeError",
     "DeviceInput",
     "EvalResult",
+    "Matcher",
     "device_activation",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError, Evaluator
 
 from draview.api.attrvalues import Typed
+from draview.api.slices import Device
 from draview.cel.compiled import compile_tree
 from draview.cel.derived import as_attribute
 from draview.cel.device import (
@@ -77,6 +78,8 @@ class CelRuntimeError:
 
 
 EvalResult = bool | CelRuntimeError
+# A device's result for a fixed list of selectors: (driver, device, device key).
+Matcher = Callable[[str, Device, Hashable], EvalResult]
 
 _DRIVER_ONLY = frozenset({("driver",)})
 
@@ -345,3 +348,29 @@ class CelEngine:
             if result is not True:
                 return result
         return True
+
+    def matcher(self, expressions: tuple[str, ...], lists: str = LISTS_EXPOSED) -> Matcher:
+        """matches_all for many devices, seen as `lists` says: a device met before costs
+        a lookup per selector, not an evaluate call (a pass over every device of a
+        cluster makes hundreds of thousands). Evaluated as matches_all does, so a
+        selector that does not compile raises where matches_all would."""
+        results = self._results  # cleared in place when full (_remember)
+        exposed = lists == LISTS_EXPOSED
+
+        def match(driver: str, device: Device, key: Hashable) -> EvalResult:
+            if key is None:
+                return self.matches_all(expressions, DeviceInput(driver, device, lists))
+            # As _key makes them: every hit was evaluated (and compiled) with `lists`.
+            seen = key if exposed else (lists, key)
+            inp = None
+            for expression in expressions:
+                result = results.get((expression, seen))
+                if result is None:
+                    if inp is None:
+                        inp = DeviceInput(driver, device, lists)
+                    result = self.evaluate(expression, inp, key)
+                if result is not True:
+                    return result
+            return True
+
+        return match

@@ -15,7 +15,7 @@ from draview.api.slices import Device
 from draview.api.status import CounterUsage
 from draview.engine.compat import Uses, declares_groups, uses_of
 from draview.engine.flatten import FlatSlice
-from draview.quantity import Quantity, QuantityError, parse_quantity
+from draview.quantity import Quantity, QuantityError, parse_quantity, try_parse_quantity
 
 V = TypeVar("V")
 
@@ -46,6 +46,7 @@ class ParsedPool:
     # id(capacity map) -> whether any of its capacities has a request policy. Keyed by
     # id, which is safe while `devices` keeps every map alive.
     policy_cache: dict[int, bool] = field(default_factory=dict)
+    whole_cache: dict[int, bool] = field(default_factory=dict)  # takes_whole, alike
     # False where the profile's allocator has partitionable devices off: a device that
     # consumes counters is never handed out.
     partitionable: bool = True
@@ -70,6 +71,19 @@ class ParsedPool:
                 or c.valid_max is not None
                 or c.valid_step is not None
                 or bool(c.valid_values)
+                for c in dev.capacity.values()
+            )
+        return found
+
+    def takes_whole(self, dev: Device) -> bool:
+        """True when the device, asked for no capacity and with none of it in use,
+        surely fits: no capacity has a request policy and every value reads (else
+        capacity.request_fits works it out). The search asks it of every device it
+        walks past."""
+        found = self.whole_cache.get(id(dev.capacity))
+        if found is None:
+            found = self.whole_cache[id(dev.capacity)] = not self.has_policy(dev) and all(
+                c.value is not None and try_parse_quantity(c.value) is not None
                 for c in dev.capacity.values()
             )
         return found

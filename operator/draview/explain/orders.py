@@ -40,7 +40,7 @@ from typing import Protocol
 
 from draview.api.claims import DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass
-from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.cel import CelCompileError, CelEngine, CelRuntimeError, Matcher
 from draview.engine.model import PoolKey
 from draview.engine.rules import Rules
 from draview.explain.checks import untolerated
@@ -237,29 +237,31 @@ class _Key:
         return not (self.choice.admin_access or self.choice.allocation_mode == "All")
 
 
-def _keys(claim: ResourceClaim, classes: Mapping[str, DeviceClass]) -> list[_Key]:
+def _keys(
+    claim: ResourceClaim, classes: Mapping[str, DeviceClass], cel: CelEngine
+) -> list[tuple[_Key, Matcher]]:
     keys = []
     for req in claim.requests:
         for ch in req.choices if req.prioritized else req.choices[:1]:
             cls = classes.get(ch.device_class_name)
             if cls is None:
                 continue  # the claim fails before any device is looked at
-            keys.append(_Key(ch, (*cls.selectors, *ch.selectors)))
+            selectors = (*cls.selectors, *ch.selectors)
+            keys.append((_Key(ch, selectors), cel.matcher(selectors)))
     return keys
 
 
-def _effect(d: SearchDevice, in_use: bool, keys: Sequence[_Key], cel: CelEngine) -> str:
+def _effect(d: SearchDevice, in_use: bool, keys: Sequence[tuple[_Key, Matcher]]) -> str:
     """What the device is to the search: "error" when evaluating it for some request
     fails, "refusable" when a request can take it but may refuse it after reserving its
     counters (a taint it does not tolerate), "match" when a request can take it, ""
     when the walk passes it by."""
     found = ""
-    inp = DeviceInput(d.driver, d.device)
-    for key in keys:
+    for key, match in keys:
         if in_use and key.skips_in_use:
             continue  # skipped before its selectors
         try:
-            result = cel.matches_all(key.selectors, inp, d.cel_key)
+            result = match(d.driver, d.device, d.cel_key)
         except CelCompileError:
             return "error"
         if isinstance(result, CelRuntimeError):
@@ -294,7 +296,7 @@ def relevance(
 ) -> Relevance:
     """Which pools and slices of the node can affect the claim's search, and whether
     their order can change its outcome."""
-    keys = _keys(claim, classes)
+    keys = _keys(claim, classes, cel)
     out = Relevance(hazard=not rules.capacity_recheck_own_device)
     counted: dict[str, set[str]] = {}  # pool name -> drivers whose devices take counters
     for pi, pool in enumerate(pools):
@@ -309,7 +311,7 @@ def relevance(
         for sj, devices in enumerate(pool.slices):
             hit = False
             for d in devices:
-                effect = _effect(d, d.device.name in pool.allocated.dedicated, keys, cel)
+                effect = _effect(d, d.device.name in pool.allocated.dedicated, keys)
                 if not effect:
                     continue
                 hit = True
@@ -347,16 +349,14 @@ def pools_met(
     """The pools of `relevance`'s slices (a device some request evaluates and matches,
     or fails on), without the rest it works out: each pool is read up to its first
     such device, where relevance reads every device to know the walk's orders."""
-    keys = _keys(claim, classes)
+    keys = _keys(claim, classes, cel)
     out: set[PoolKey] = set()
     for pool in pools:
         if pool.invalid and not rules.invalid_pool_is_node_local:
             continue  # relevance keeps it for the walk, with no slice of it
         dedicated = pool.allocated.dedicated
         if any(
-            _effect(d, d.device.name in dedicated, keys, cel)
-            for devices in pool.slices
-            for d in devices
+            _effect(d, d.device.name in dedicated, keys) for devices in pool.slices for d in devices
         ):
             out.add((pool.driver, pool.pool))
     return out

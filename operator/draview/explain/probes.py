@@ -21,7 +21,7 @@ from draview.api.common import clip
 from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass
 from draview.api.workload import Workload
-from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.cel import CelCompileError, CelEngine, CelRuntimeError
 from draview.explain.fit import FitResult, iter_nodes
 
 # Nodes a status lists (the per-node series are a probe's own choice, up to 100).
@@ -64,13 +64,13 @@ def pool_relevant(sels: Selectors, slices: Iterable[ResourceSlice], cel: CelEngi
     selector of some request choice. The results are cached in `cel` under the key the
     search uses (driver, pool, slice, generation, device), so asking again after an
     allocation changed costs a lookup a device."""
+    matchers = [cel.matcher(sel) for sel in sels]
     for s in slices:
         for d in s.devices:
             key = (s.driver, s.pool.name, s.name, s.generation, d.name)
-            inp = DeviceInput(s.driver, d)
-            for sel in sels:
+            for match in matchers:
                 try:
-                    found = cel.matches_all(sel, inp, key)
+                    found = match(s.driver, d, key)
                 except CelCompileError:
                     return True  # every copy fails on it: the search meets it
                 if found is True or isinstance(found, CelRuntimeError):

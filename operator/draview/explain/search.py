@@ -20,7 +20,7 @@ from functools import partial
 from draview.api.claims import DeviceChoice, ResourceClaim
 from draview.api.slices import Device
 from draview.api.taints import DeviceClass
-from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.cel import CelCompileError, CelEngine, CelRuntimeError, Matcher
 from draview.engine.capacity import CapacityError, request_fits, taken
 from draview.engine.compat import Intersection, admit, baseline, uses_of
 from draview.engine.rules import DEFAULT_RULES, Rules
@@ -79,6 +79,8 @@ class _Request:
     capacities: dict[str, Quantity] | None = None
     all_devices: list[tuple[SearchDevice, NodePool]] | None = None
     derived: dict[str, str] = field(default_factory=dict)
+    # The class's selectors and the request's, each with what says which failed.
+    matchers: tuple[tuple[Matcher, str], ...] | None = None
 
     @property
     def base(self) -> str:
@@ -164,7 +166,6 @@ class NodeSearch:
         self.cel = cel
         self.budget = budget
         self.requests: dict[tuple[int, int], _Request] = {}
-        self.matches: dict[tuple[tuple[str, str, str], tuple[int, int]], bool] = {}
         # Devices taken by this call, with the claims taking them (allocatingDevices): a
         # device is in use once any claim takes it; admin access refuses it only where
         # its own claim does.
@@ -251,7 +252,7 @@ class NodeSearch:
                         f"{pool.driver}/{pool.pool} is currently {state}"
                     )
             for _, d, pool in self._candidates(ORIGIN):
-                if not self._selectable(key, data, d):
+                if not self._selectable(data, d):
                     continue
                 used = (
                     None
@@ -290,7 +291,7 @@ class NodeSearch:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
         for loc, d, pool in self._candidates(start):
-            if not self._fits(ri, si, data, d, pool):
+            if not self._fits(data, d, pool):
                 continue
             undo = self._allocate(data, d, pool, must=False, slot=di)
             if undo is None:
@@ -354,17 +355,23 @@ class NodeSearch:
                 for dj, d in enumerate(pool.slices[sj]):
                     yield (pi, sj, dj), d, pool
 
-    def _fits(self, ri: int, si: int, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
+    def _fits(self, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
         """The checks before allocateDevice: in use, selectors, capacity."""
         admin = data.choice.admin_access
         if admin and self._claim(data) in self.allocating.get(d.id, ()):
             return False
         if not admin and self._in_use(d, pool):
             return False
-        if not self._selectable((ri, si), data, d):
+        if not self._selectable(data, d):
             return False
         used = pool.allocated.capacity.get(d.device.name)
         allocating = self.allocating_capacity.get(d.id)
+        if (
+            not (data.capacities or used or allocating)
+            and pool.parsed is not None
+            and pool.parsed.takes_whole(d.device)
+        ):
+            return True  # most devices, in every search: no capacity to work out
         return bool(self._request_fits(d.device, data.capacities, used, allocating))
 
     def _request_fits(
@@ -384,25 +391,27 @@ class NodeSearch:
     def _in_use(self, d: SearchDevice, pool: NodePool) -> bool:
         return d.device.name in pool.allocated.dedicated or d.id in self.allocating
 
-    def _selectable(self, key: tuple[int, int], data: _Request, d: SearchDevice) -> bool:
+    def _selectable(self, data: _Request, d: SearchDevice) -> bool:
         if d.device.binding_conditions and not self.rules.binding_conditions:
             return False  # before any selector runs: no CEL error can come of it
-        cached = self.matches.get((d.id, key))
-        if cached is not None:
-            return cached
-        for selectors, where in ((data.class_selectors, "class"), (data.choice.selectors, "claim")):
-            for expr in selectors:
-                inp = DeviceInput(d.driver, d.device, self.lists)
-                try:
-                    result = self.cel.evaluate(expr, inp, d.cel_key)
-                except CelCompileError as exc:
-                    raise SearchError(f"{where} selector does not compile: {exc}") from exc
-                if isinstance(result, CelRuntimeError):
-                    raise SearchError(f"{where} selector: CEL runtime error on {d.id}: {result}")
-                if not result:
-                    self.matches[(d.id, key)] = False
-                    return False
-        self.matches[(d.id, key)] = d.reaches
+        if data.matchers is None:
+            data.matchers = tuple(
+                (self.cel.matcher(selectors, self.lists), where)
+                for selectors, where in (
+                    (data.class_selectors, "class"),
+                    (data.choice.selectors, "claim"),
+                )
+                if selectors
+            )
+        for match, where in data.matchers:
+            try:
+                result = match(d.driver, d.device, d.cel_key)
+            except CelCompileError as exc:
+                raise SearchError(f"{where} selector does not compile: {exc}") from exc
+            if isinstance(result, CelRuntimeError):
+                raise SearchError(f"{where} selector: CEL runtime error on {d.id}: {result}")
+            if not result:
+                return False
         return d.reaches
 
     def _allocate(

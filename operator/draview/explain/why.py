@@ -9,7 +9,7 @@ from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
-from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError, DeviceInput
+from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError
 from draview.engine.aborts import ABORTS, MAY_ABORT
 from draview.engine.node_match import device_reaches
 from draview.engine.pool import PoolResult
@@ -146,7 +146,7 @@ class Explainer:
                 if not a.get("adminAccess")
             )
             return "Allocated", f"allocated to {claims}" if claims else "allocated"
-        blocking = untolerated(d.taints, choice.tolerations)
+        blocking = untolerated(d.taints, choice.tolerations) if d.taints else None
         if blocking:
             return "Tainted", "taint " + ", ".join(taint_text(t) for t in blocking) + (
                 " not tolerated"
@@ -246,13 +246,12 @@ class Explainer:
     def _fold(self, out: _Fold, devices: Iterable[IndexedDevice], asked: _Asked) -> Steps[None]:
         """Judge `devices` for the choice into `out`, in their order."""
         per_node = out.per_node
-        matches_all = self.cel.matches_all
-        selectors, lists, choice = asked.selectors, asked.lists, asked.choice
-        index, node, labels = asked.index, asked.node, asked.labels
+        match = self.cel.matcher(asked.selectors, asked.lists)
+        choice, index, node, labels = asked.choice, asked.index, asked.node, asked.labels
         for i, d in enumerate(devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
-            result = matches_all(selectors, DeviceInput(d.driver, d.device, lists), d.cache_key)
+            result = match(d.driver, d.device, d.cache_key)
             if not d.pool_complete or not d.pool_valid:
                 # The allocator skips such pools without evaluating their devices.
                 if result is True:
@@ -267,13 +266,14 @@ class Explainer:
                 continue
             out.matched += 1
             blocker = self._blocker(d, choice, index, node, labels)
+            name = d.id
             if blocker is None:
-                out.free.append(d.id)
+                out.free.append(name)
                 where = d.device.node_name or d.slice.node_name or NETWORK
                 per_node[where] = per_node.get(where, 0) + 1
             else:
-                out.blocked.setdefault(blocker[0], []).append(d.id)
-                out.details[d.id] = blocker[1]
+                out.blocked.setdefault(blocker[0], []).append(name)
+                out.details[name] = blocker[1]
 
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
         """Forget the folds of pools not among `keys`."""
