@@ -39,6 +39,9 @@ class EngineOptions:
     exact_partition_limit: int = 20
     # The release and feature gates whose allocator the engine mirrors.
     profile: Profile = DEFAULT
+    # Off for a world judged only to be explained (fit's world after its copies): the
+    # pool status then has no fragmentation figures, which nothing there reads.
+    fragmentation: bool = True
 
 
 @dataclass(slots=True)

@@ -433,7 +433,7 @@ def compute_pool(
     parts = _partitions(key, ps, slice_results, comp, opts)
     if parts:
         pool_body["partitions"] = parts
-    if comp.sets or comp.has_capacity:
+    if (comp.sets or comp.has_capacity) and opts.fragmentation:
         frag = _fragmentation(
             prepared, slice_results, pool_body, comp.has_capacity, comp.parsed.per_slice
         )

@@ -29,7 +29,7 @@ From what each group can reach, `copies` is what fits whatever the placement and
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass
@@ -466,7 +466,9 @@ def _explain_next(
             placed[key] = [*placed[key], *refs] if key in placed else refs
     copies = sum(len(seg.path) for seg in segments)
     # Only the pools the copies took devices in are judged again, with the world's
-    # allocations the question indexed and the copies' added.
+    # allocations the question indexed and the copies' added; judged to be explained,
+    # never shown, so without the figures only a pool's status shows.
+    opts = replace(opts, fragmentation=False)
     index = memo.index_after(world, opts, q.results, q.base, placed) if memo else None
     results: list[PoolResult] | None = None
     if index is None:
