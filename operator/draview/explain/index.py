@@ -53,6 +53,16 @@ class PoolDevices:
     devices: list[IndexedDevice]
     remaining: dict[CounterKey, Quantity]
 
+    def counters_fit(self, d: IndexedDevice) -> bool:
+        """Whether what is left of the counters covers what the device (of this pool)
+        debits."""
+        remaining = self.remaining
+        for ckey, need in d.debits:
+            left = remaining.get(ckey)
+            if left is not None and left < need:
+                return False
+        return True
+
 
 def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> PoolDevices:
     driver, pool = result.key
@@ -141,13 +151,3 @@ class DeviceIndex:
 
     def __len__(self) -> int:
         return sum(len(p.devices) for p in self.pools.values())
-
-    def counters_fit(self, d: IndexedDevice) -> bool:
-        entry = self.pools.get((d.driver, d.pool))
-        if entry is None:
-            return True
-        for ckey, need in d.debits:
-            left = entry.remaining.get(ckey)
-            if left is not None and left < need:
-                return False
-        return True

@@ -429,7 +429,7 @@ class NodeSearch:
             return None
         if d.node_operations_refused:
             return None
-        skip = self._skips_counters(d, pool, multi)
+        skip = multi and self._skips_counters(d, pool, multi)
         restore_groups = self._take_groups(d, pool, skip)
         if restore_groups is None:
             return None
@@ -604,12 +604,17 @@ class _Counters:
         self.available: dict[str, Mapping[CounterKey, int]] = {}
         self.consumed: dict[str, dict[CounterKey, int]] = {}
         self.overdrawn: dict[str, bool] = {}  # some counter already below zero
+        self._keys: dict[int, str] = {}
 
     def _key(self, pool: NodePool) -> str:
         # 1.34 keys them by slice name, unique in the cluster: its counter sets are named
         # per slice (ParsedPool.per_slice), so per driver and pool is the same thing.
-        per_slice = pool.parsed is not None and pool.parsed.per_slice
-        return f"{pool.driver}/{pool.pool}" if self.by_pool_id or per_slice else pool.pool
+        found = self._keys.get(id(pool))  # the pools live as long as the search
+        if found is None:
+            per_slice = pool.parsed is not None and pool.parsed.per_slice
+            by_id = self.by_pool_id or per_slice
+            found = self._keys[id(pool)] = f"{pool.driver}/{pool.pool}" if by_id else pool.pool
+        return found
 
     def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
         name = self._key(pool)

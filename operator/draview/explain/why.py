@@ -128,7 +128,8 @@ class Explainer:
         self,
         d: IndexedDevice,
         choice: DeviceChoice,
-        index: DeviceIndex,
+        pool: PoolDevices,
+        fractional: bool,
         node: str | None,
         labels: Mapping[str, str],
     ) -> tuple[str, str] | None:
@@ -140,10 +141,14 @@ class Explainer:
         if reason in _STATE_REASONS:
             return str(reason), str(reason)
         if state == "Allocated" and not choice.admin_access:
+            held = st.get("allocations", [])
+            if len(held) == 1 and not held[0].get("adminAccess"):  # most devices
+                return (
+                    "Allocated",
+                    f"allocated to {held[0]['claimNamespace']}/{held[0]['claimName']}",
+                )
             claims = ", ".join(
-                f"{a['claimNamespace']}/{a['claimName']}"
-                for a in st.get("allocations", [])
-                if not a.get("adminAccess")
+                f"{a['claimNamespace']}/{a['claimName']}" for a in held if not a.get("adminAccess")
             )
             return "Allocated", f"allocated to {claims}" if claims else "allocated"
         blocking = untolerated(d.taints, choice.tolerations) if d.taints else None
@@ -154,7 +159,7 @@ class Explainer:
         if (
             state not in ("Allocated", "PartiallyAllocated")
             and not choice.admin_access
-            and not index.counters_fit(d)
+            and not pool.counters_fit(d)
         ):
             return "InsufficientSharedCapacity", "shared counters left are too small"
         if choice.capacity_requests:
@@ -164,7 +169,7 @@ class Explainer:
                 d.driver,
                 choice.capacity_requests,
                 st.get("availableCapacity", {}) if shareable else None,
-                index.fractional,
+                fractional,
             )
             if problem is not None:
                 return "CapacityTooSmall", problem
@@ -205,7 +210,8 @@ class Explainer:
         asked = _Asked(selectors, choice, index, node, labels or {}, lists)
         if self._folds is None:
             fold = _Fold()
-            yield from self._fold(fold, index.devices, asked)
+            for pool in index.pools.values():
+                yield from self._fold(fold, pool, asked)
             details: Mapping[str, str] = fold.details
         else:
             fold, details = yield from self._kept(asked)
@@ -233,7 +239,7 @@ class Explainer:
             hit = self._folds.get((same, key))
             if hit is None or hit[0] is not pool:
                 part = _Fold()
-                yield from self._fold(part, pool.devices, asked)
+                yield from self._fold(part, pool, asked)
                 hit = self._folds[(same, key)] = (pool, part)
             fold.add(hit[1])
             if hit[1].details:
@@ -243,12 +249,13 @@ class Explainer:
         details = ChainMap(*parts) if len(parts) > 1 else (parts[0] if parts else {})
         return fold, details
 
-    def _fold(self, out: _Fold, devices: Iterable[IndexedDevice], asked: _Asked) -> Steps[None]:
-        """Judge `devices` for the choice into `out`, in their order."""
+    def _fold(self, out: _Fold, pool: PoolDevices, asked: _Asked) -> Steps[None]:
+        """Judge the pool's devices for the choice into `out`, in their order."""
         per_node = out.per_node
         match = self.cel.matcher(asked.selectors, asked.lists)
-        choice, index, node, labels = asked.choice, asked.index, asked.node, asked.labels
-        for i, d in enumerate(devices):
+        choice, node, labels = asked.choice, asked.node, asked.labels
+        fractional = asked.index.fractional
+        for i, d in enumerate(pool.devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
             result = match(d.driver, d.device, d.cache_key)
@@ -265,7 +272,7 @@ class Explainer:
             if not result:
                 continue
             out.matched += 1
-            blocker = self._blocker(d, choice, index, node, labels)
+            blocker = self._blocker(d, choice, pool, fractional, node, labels)
             name = d.id
             if blocker is None:
                 out.free.append(name)
