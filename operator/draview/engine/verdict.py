@@ -148,8 +148,9 @@ def counters_left(parsed: ParsedPool, state: AllocatedState) -> dict[CounterKey,
     """What is left of every counter of the parse, in nanos, once every device instance
     in use has debited it (checkAvailableCounters' view; compared, never printed)."""
     left = {k: q.nanos for k, q in parsed.counter_totals.items()}
-    for name, debits in parsed.counted:
-        if state.debits(name):
+    # By the names that debit (the devices in use, a few) rather than every instance.
+    for name in state.debiting(state.held()):
+        for debits in parsed.counted_of(name):
             for key, q in debits:
                 if key in left:
                     left[key] -= q.nanos
