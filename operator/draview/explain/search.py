@@ -175,6 +175,7 @@ class NodeSearch:
         self.counters = _Counters(self.rules.counters_by_pool_id, left_of)
         # Compatibility groups open per pool and counter set (engine/compat.py).
         self.groups: dict[tuple[str, str], dict[str, Intersection]] = {}
+        self.groups_checked = rules.compatibility_groups
         self.results: list[SearchDevice] = []
         self.held: dict[int, int] = {}  # results per claim of the Pod (claim_of)
         self.picks: list[Pick] = []  # `results` as the allocator's result names them
@@ -423,14 +424,15 @@ class NodeSearch:
         multi = dev.allow_multiple_allocations
         admin = data.choice.admin_access
         claim = self._claim(data)
-        if not multi and admin and claim in self.allocating.get(d.id, ()):
+        # A candidate of the walk (not `must`) passed the same checks in _fits.
+        if must and not multi and admin and claim in self.allocating.get(d.id, ()):
             return None
-        if not admin and self._in_use(d, pool):
+        if must and not admin and self._in_use(d, pool):
             return None
         if d.node_operations_refused:
             return None
         skip = multi and self._skips_counters(d, pool, multi)
-        restore_groups = self._take_groups(d, pool, skip)
+        restore_groups = self._take_groups(d, pool, skip) if self.groups_checked else _nothing
         if restore_groups is None:
             return None
         reserved = self._take_counters(d, pool, skip)
