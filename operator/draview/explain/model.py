@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +20,11 @@ class ChoiceExplanation:
     error: str | None = None  # class missing, a selector that does not compile
     runtime_errors: dict[str, str] = field(default_factory=dict)  # device id -> message
     matched: int = 0
-    free: list[str] = field(default_factory=list)
-    blocked: dict[str, list[str]] = field(default_factory=dict)  # reason -> device ids
-    # device id -> why blocked; a read-only join of per-pool maps where the explanation
-    # was put together from pools explained apart (why.Explainer keep_folds)
+    # Read-only joins of per-pool lists (explain/joined.py) where the explanation was put
+    # together from pools explained apart (why.Explainer keep_folds).
+    free: Sequence[str] = field(default_factory=list)
+    blocked: dict[str, Sequence[str]] = field(default_factory=dict)  # reason -> device ids
+    # device id -> why blocked; a read-only join of per-pool maps, likewise
     details: Mapping[str, str] = field(default_factory=dict)
     best_node: str | None = None
     best_node_free: int = 0

@@ -18,6 +18,7 @@ from draview.explain.checks import capacity_problem, taint_text, untolerated
 from draview.explain.constraints import Attributes, list_mode
 from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice, PoolDevices
+from draview.explain.joined import Joined
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
 from draview.explain.steps import Steps, finish
 
@@ -100,15 +101,17 @@ class _Fold:
     runtime_errors: dict[str, str] = field(default_factory=dict)
     per_node: dict[str, int] = field(default_factory=dict)  # free devices by node
 
-    def add(self, other: _Fold) -> None:
-        """Add a fold of the devices after these, but for `details` (see _choice_steps)."""
-        self.matched += other.matched
-        self.free.extend(other.free)
-        for reason, ids in other.blocked.items():
-            self.blocked.setdefault(reason, []).extend(ids)
-        self.runtime_errors.update(other.runtime_errors)
-        for where, n in other.per_node.items():
-            self.per_node[where] = self.per_node.get(where, 0) + n
+
+@dataclass(frozen=True, slots=True)
+class _Total:
+    """The folds of all pools for one request choice, added up (device lists joined)."""
+
+    matched: int
+    free: Sequence[str]
+    blocked: dict[str, Sequence[str]]
+    details: Mapping[str, str]
+    runtime_errors: dict[str, str]
+    per_node: dict[str, int]
 
 
 class Explainer:
@@ -212,17 +215,24 @@ class Explainer:
             fold = _Fold()
             for pool in index.pools.values():
                 yield from self._fold(fold, pool, asked)
-            details: Mapping[str, str] = fold.details
+            total = _Total(
+                fold.matched,
+                fold.free,
+                dict(fold.blocked),
+                fold.details,
+                fold.runtime_errors,
+                fold.per_node,
+            )
         else:
-            fold, details = yield from self._kept(asked)
-        out.matched, out.free, out.blocked = fold.matched, fold.free, fold.blocked
-        out.details, out.runtime_errors = details, fold.runtime_errors
-        self._decide(out, fold.per_node, node)
+            total = yield from self._kept(asked)
+        out.matched, out.free, out.blocked = total.matched, total.free, total.blocked
+        out.details, out.runtime_errors = total.details, total.runtime_errors
+        self._decide(out, total.per_node, node)
         return out
 
-    def _kept(self, asked: _Asked) -> Steps[tuple[_Fold, Mapping[str, str]]]:
+    def _kept(self, asked: _Asked) -> Steps[_Total]:
         """The pools' folds added up in index order, each folded again only when its
-        index entry changed since it was kept; with the details of all of them."""
+        index entry changed since it was kept."""
         assert self._folds is not None
         # Everything a pool's fold depends on but its devices.
         same = (
@@ -233,21 +243,40 @@ class Explainer:
             asked.lists,
             asked.index.fractional,
         )
-        fold = _Fold()
-        parts: list[dict[str, str]] = []
+        matched = 0
+        free: list[list[str]] = []
+        blocked: dict[str, list[list[str]]] = {}
+        details: list[dict[str, str]] = []
+        runtime_errors: dict[str, str] = {}
+        per_node: dict[str, int] = {}
         for key, pool in asked.index.pools.items():
             hit = self._folds.get((same, key))
             if hit is None or hit[0] is not pool:
                 part = _Fold()
                 yield from self._fold(part, pool, asked)
                 hit = self._folds[(same, key)] = (pool, part)
-            fold.add(hit[1])
-            if hit[1].details:
-                parts.append(hit[1].details)
-        # Joined, not copied: every blocked device of the world has its detail, and
-        # copying them all would cost more than explaining the pools that changed.
-        details = ChainMap(*parts) if len(parts) > 1 else (parts[0] if parts else {})
-        return fold, details
+            part = hit[1]
+            matched += part.matched
+            if part.free:
+                free.append(part.free)
+            for reason, ids in part.blocked.items():
+                blocked.setdefault(reason, []).append(ids)
+            if part.details:
+                details.append(part.details)
+            runtime_errors.update(part.runtime_errors)
+            for where, n in part.per_node.items():
+                per_node[where] = per_node.get(where, 0) + n
+        # Joined, not copied: every device of the world is in some list and every
+        # blocked one has its detail; copying them all would cost more than explaining
+        # the pools that changed.
+        return _Total(
+            matched,
+            Joined(free),
+            {reason: Joined(parts) for reason, parts in blocked.items()},
+            ChainMap(*details) if len(details) > 1 else (details[0] if details else {}),
+            runtime_errors,
+            per_node,
+        )
 
     def _fold(self, out: _Fold, pool: PoolDevices, asked: _Asked) -> Steps[None]:
         """Judge the pool's devices for the choice into `out`, in their order."""
