@@ -248,6 +248,12 @@ class CelEngine:
             hit = self._results.get((expression, key))
             if hit is not None:
                 return hit
+        return self._evaluate(expression, program, inp, key)
+
+    def _evaluate(
+        self, expression: str, program: celpy.Runner, inp: DeviceInput, key: Hashable
+    ) -> EvalResult:
+        """evaluate past its lookup: `key` as _key makes it, with no result cached."""
         paths = self._reads.get(expression) if key is not None else None
         if self._driver_only.get(expression):
             result = self._by_driver(expression, program, inp, key)
@@ -356,6 +362,9 @@ class CelEngine:
         selector that does not compile raises where matches_all would."""
         results = self._results  # cleared in place when full (_remember)
         exposed = lists == LISTS_EXPOSED
+        # Each expression's program once it has run with `lists` (_runnable raises until
+        # then, as evaluate would): a first pass over a cluster misses on every device.
+        programs: dict[str, celpy.Runner] = {}
 
         def match(driver: str, device: Device, key: Hashable) -> EvalResult:
             if key is None:
@@ -368,7 +377,10 @@ class CelEngine:
                 if result is None:
                     if inp is None:
                         inp = DeviceInput(driver, device, lists)
-                    result = self.evaluate(expression, inp, key)
+                    program = programs.get(expression)
+                    if program is None:
+                        program = programs[expression] = self._runnable(expression, inp)
+                    result = self._evaluate(expression, program, inp, seen)
                 if result is not True:
                     return result
             return True
