@@ -12,9 +12,13 @@ from builders import claim, counter_pool, device, result, rslice, world
 from engine_helpers import pool
 
 from draview.api.slices import Device
+from draview.api.world import build_world
 from draview.cli.dra.main import main
+from draview.cli.inputs import read_sources
 from draview.engine.fragmentation import capacity_fragments, fragments
+from draview.engine.model import EngineOptions
 from draview.engine.profile import all_gates_on
+from draview.engine.world import compute_world
 from draview.quantity import parse_quantity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -193,3 +197,16 @@ def test_describe_reads_the_pool_status_shareable_capacity_included(
     code = main([*nic, "-f", str(EXAMPLES / "shareable-nic.yaml"), "-o", "json"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["fragmentation"] == _pool_fragmentation("shareable-nic.yaml")
+
+
+def test_a_world_judged_only_to_be_explained_skips_the_figures_alone() -> None:
+    # fit judges the world after its copies without them (EngineOptions.fragmentation):
+    # everything else a pool's status says stays the same.
+    w = build_world(read_sources([str(EXAMPLES / "mig-a100.yaml")]))
+    full = compute_world(w, EngineOptions())
+    lean = compute_world(w, EngineOptions(fragmentation=False))
+    assert any("fragmentation" in r.status for r in full)
+    for a, b in zip(full, lean, strict=True):
+        assert "fragmentation" not in b.status
+        assert {k: v for k, v in a.status.items() if k != "fragmentation"} == b.status
+        assert [s.status for s in a.slices] == [s.status for s in b.slices]
