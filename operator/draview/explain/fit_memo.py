@@ -41,7 +41,7 @@ class FitMemo:
     moved in are judged again, and only those are explained again; the answer is the
     one a new question gives (tests/fidelity/test_fit_memo.py).
 
-    It holds about 0.75 KiB a device of the pools asked about, mostly the index and the
+    It holds about 0.7 KiB a device of the pools asked about, mostly the index and the
     explanation's device lists, and the results it was handed (bench/engine/README.md);
     searches are dropped after each asking (Question.shed), since only one asking
     reuses them."""
