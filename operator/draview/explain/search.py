@@ -419,7 +419,8 @@ class NodeSearch:
         self, data: _Request, d: SearchDevice, pool: NodePool, must: bool, slot: int = 0
     ) -> Callable[[], None] | None:
         """allocateDevice: None when the device cannot be taken, else how to give it back.
-        `slot`: which device of its request (or subrequest) this one would be."""
+        `must`: a device allocationMode All takes (not a candidate the walk checked with
+        _fits); `slot`: which device of its request (or subrequest) this one would be."""
         dev = d.device
         multi = dev.allow_multiple_allocations
         admin = data.choice.admin_access
