@@ -3,13 +3,16 @@ an object over the byte budget."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
-from operator_helpers import allocate, rslice, slice_status, uniq
+import yaml
+from operator_helpers import DRIVER, allocate, rslice, slice_status, uniq
 from operator_proc import ROOT, Operator
 
+from draview.api.status import API_GROUP
 from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
@@ -43,6 +46,70 @@ def test_crds_deleted_while_running_make_it_unready_quietly_then_it_recovers(
         crds.apply_crds()  # whatever happened, leave the cluster as other tests need it
         assert op.stop() == 0, op.logs()
         crds.delete("resourceslice", first, second)
+
+
+def test_capacity_probes_not_served_leave_the_answers_to_the_metrics_until_they_are(
+    crds: KubeCluster, tmp_path: Path
+) -> None:
+    # The CapacityProbe CRD gone before the probes' objects are first read: the answers
+    # still reach the metrics, the log says so once, and the objects come when it returns.
+    k, tag = crds, uniq("noprobes")
+    ns = k.create_namespace("draview-noprobes")
+    cls, slice_name = f"class-{tag}", f"slice-{tag}"
+    k.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+        }
+    )
+    k.create(rslice(slice_name, slice_name, [{"name": "dev-0"}, {"name": "dev-1"}]))
+    request = {"name": "dev", "exactly": {"deviceClassName": cls}}
+    probe = {"name": tag, "claim": {"devices": {"requests": [request]}}}
+    k.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "probes",
+                "namespace": ns,
+                "labels": {"draview.io/capacity-probes": "true"},
+            },
+            "data": {"probes.yaml": yaml.safe_dump([probe])},
+        }
+    )
+    k.check("delete", "crd", f"capacityprobes.{API_GROUP}", "--wait=true")
+    args = ("--leader-elect", "false", "--lease-namespace", ns, "--capacity-reload", "0.5")
+    op = Operator(k.kubeconfig, args).start(tmp_path)
+    try:
+        op.wait_ready()
+        k.wait_for(
+            "the probe's answer in its metric",
+            lambda: op.metric("draview_capacity_fit", probe=tag) >= 2 or None,
+            timeout=30,
+        )
+        time.sleep(3)  # rounds go on every 0.2 s: one line says it, none repeats it
+        logs = op.logs()
+        assert logs.count("cannot read CapacityProbes") == 1, logs[-3000:]
+        assert "is not served: CRD missing" in logs
+        assert "capacity probe round failed" not in logs, logs[-3000:]
+        k.apply_crds()
+
+        def written() -> bool | None:
+            r = k.run("get", "capacityprobe", tag, "-o", "json")
+            if r.returncode != 0:
+                return None
+            return json.loads(r.stdout).get("status", {}).get("copies") == 2 or None
+
+        k.wait_for(f"capacityprobe {tag} written", written, timeout=30)
+    finally:
+        k.apply_crds()  # whatever happened, leave the cluster as other tests need it
+        assert op.stop() == 0, op.logs()
+        k.run("delete", "capacityprobes", "-l", "app.kubernetes.io/managed-by=draview")
+        k.delete("resourceslice", slice_name)
+        k.delete("deviceclass", cls)
+        k.delete_namespace(ns)
 
 
 def _readyz(op: Operator) -> tuple[int, str]:

@@ -214,10 +214,9 @@ class CapacityProbes:
             return
         if not self.loaded:
             return
-        if self.objects.held is None:
-            await self.objects.load()
+        if self.objects.held is None and await self.objects.load():
             for p in self.probes.values():
-                p.due = True
+                p.due = True  # what the objects hold is known: every answer goes to them
         await self._mark_due()
         for name, probe in list(self.probes.items()):
             if not probe.due or self.probes.get(name) is not probe:

@@ -38,17 +38,28 @@ class ProbeObjects:
         # None: not read since this replica became leader.
         self.held: dict[str, _Held] | None = None
 
-    async def load(self) -> None:
-        """The objects on the server (this replica's predecessors' too)."""
+    async def load(self) -> bool:
+        """Read the objects on the server (this replica's predecessors' too); False when
+        they cannot be read (the CRD not served, the API server away), said once: until
+        they are, answers go to the metrics alone and the next round reads again."""
         held: dict[str, _Held] = {}
-        async for page in list_pages(
-            self.requests.api, CRD_VERSION, CAPACITY_PROBE_PLURAL, group=API_GROUP
-        ):
-            for item in page:
-                meta = item.get("metadata", {})
-                if (meta.get("labels") or {}).items() >= MANAGED.items():
-                    held[meta["name"]] = _Held(item.get("spec") or {}, item.get("status") or {})
+        try:
+            async for page in list_pages(
+                self.requests.api, CRD_VERSION, CAPACITY_PROBE_PLURAL, group=API_GROUP
+            ):
+                for item in page:
+                    meta = item.get("metadata", {})
+                    if (meta.get("labels") or {}).items() >= MANAGED.items():
+                        held[meta["name"]] = _Held(item.get("spec") or {}, item.get("status") or {})
+        except REQUEST_ERRORS as exc:
+            why = error_text(exc)
+            if isinstance(exc, ApiException) and exc.status == 404:
+                why = f"{CAPACITY_PROBE_KIND}.{API_GROUP} is not served: CRD missing"
+            self.once.say("load", f"cannot read CapacityProbes: {why}")
+            return False
+        self.once.clear("load")
         self.held = held
+        return True
 
     def forget(self) -> None:
         self.held = None
