@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kubecluster import KubeCluster
 
 DRIVER = "test.draview.io"
@@ -141,3 +143,17 @@ def load_examples(k: KubeCluster, files: list[str]) -> None:
         check=False,
     )
     assert load.returncode == 0, load.stderr
+
+
+def probes_config_map(namespace: str, probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ConfigMap that defines capacity probes for the operator of `namespace`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "probes",
+            "namespace": namespace,
+            "labels": {"draview.io/capacity-probes": "true"},
+        },
+        "data": {"probes.yaml": yaml.safe_dump(probes)},
+    }

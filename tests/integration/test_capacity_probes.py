@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from operator_helpers import DRIVER, rslice, uniq
+from operator_helpers import DRIVER, probes_config_map, rslice, uniq
 from operator_proc import Operator
 
 from kubecluster import KubeCluster
@@ -28,21 +27,10 @@ class World:
         self.slice = f"probe-slice-{tag}"
 
     def define(self, *probes: dict[str, Any], extra: str | None = None) -> None:
-        data = {"probes.yaml": yaml.safe_dump(list(probes))}
+        config = probes_config_map(self.ns, list(probes))
         if extra is not None:
-            data["broken.yaml"] = extra
-        self.k.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": "probes",
-                    "namespace": self.ns,
-                    "labels": {"draview.io/capacity-probes": "true"},
-                },
-                "data": data,
-            }
-        )
+            config["data"]["broken.yaml"] = extra
+        self.k.apply(config)
 
     def probe(self, name: str, **more: Any) -> dict[str, Any]:
         request = {"name": "dev", "exactly": {"deviceClassName": self.cls}}

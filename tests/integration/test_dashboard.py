@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_helpers import load_examples
+from operator_helpers import load_examples, probes_config_map
 from operator_proc import ROOT, Operator, free_port
 
 from kubecluster import KubeCluster
@@ -247,16 +247,7 @@ def capacity_probes(namespace: str, device_class: str = GPU) -> dict[str, Any]:
         "minCopies": 1,
         "nodeSeries": 3,
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "probes",
-            "namespace": namespace,
-            "labels": {"draview.io/capacity-probes": "true"},
-        },
-        "data": {"probes.yaml": yaml.safe_dump([probe])},
-    }
+    return probes_config_map(namespace, [probe])
 
 
 def queries_without_data(prom: Prometheus) -> list[str]:

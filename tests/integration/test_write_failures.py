@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from operator_helpers import DRIVER, allocate, rslice, slice_status, uniq
+from operator_helpers import DRIVER, allocate, probes_config_map, rslice, slice_status, uniq
 from operator_proc import ROOT, Operator
 
 from draview.api.status import API_GROUP
@@ -67,18 +66,7 @@ def test_capacity_probes_not_served_leave_the_answers_to_the_metrics_until_they_
     k.create(rslice(slice_name, slice_name, [{"name": "dev-0"}, {"name": "dev-1"}]))
     request = {"name": "dev", "exactly": {"deviceClassName": cls}}
     probe = {"name": tag, "claim": {"devices": {"requests": [request]}}}
-    k.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": "probes",
-                "namespace": ns,
-                "labels": {"draview.io/capacity-probes": "true"},
-            },
-            "data": {"probes.yaml": yaml.safe_dump([probe])},
-        }
-    )
+    k.apply(probes_config_map(ns, [probe]))
     k.check("delete", "crd", f"capacityprobes.{API_GROUP}", "--wait=true")
     args = ("--leader-elect", "false", "--lease-namespace", ns, "--capacity-reload", "0.5")
     op = Operator(k.kubeconfig, args).start(tmp_path)
