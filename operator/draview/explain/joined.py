@@ -15,9 +15,10 @@ class Joined(Sequence[str]):
 
     __slots__ = ("_flat", "_len", "_parts")
 
-    def __init__(self, parts: Sequence[Sequence[str]]) -> None:
+    def __init__(self, parts: Sequence[Sequence[str]], length: int | None = None) -> None:
+        """`length`: their lengths' sum, when the caller keeps it."""
         self._parts = parts
-        self._len = sum(len(p) for p in parts)
+        self._len = sum(len(p) for p in parts) if length is None else length
         self._flat: list[str] | None = None
 
     def __len__(self) -> int:

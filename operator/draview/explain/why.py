@@ -11,6 +11,7 @@ from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
 from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError
 from draview.engine.aborts import ABORTS, MAY_ABORT
+from draview.engine.model import PoolKey
 from draview.engine.node_match import device_reaches
 from draview.engine.pool import PoolResult
 from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
@@ -114,6 +115,84 @@ class _Total:
     per_node: dict[str, int]
 
 
+_NONE: list[str] = []  # a pool's place in a reason's lists when it has none: never grown
+
+
+@dataclass(slots=True)
+class _Standing:
+    """Every pool's fold for one request choice, in lists aligned with the index's pools:
+    a probe asked again after a few pools were folded again patches their places, where
+    adding up a thousand folds would cost more than folding the pools that changed."""
+
+    keys: list[PoolKey]
+    entries: list[PoolDevices]  # the index entry each part was folded from
+    parts: list[_Fold]
+    matched: int = 0
+    free: list[list[str]] = field(default_factory=list)
+    free_len: int = 0
+    blocked: dict[str, list[list[str]]] = field(default_factory=dict)
+    blocked_len: dict[str, int] = field(default_factory=dict)
+    # Added up again whenever a part that has some changes (rare): their order counts.
+    runtime_errors: dict[str, str] = field(default_factory=dict)
+    per_node: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, keys: list[PoolKey], entries: list[PoolDevices], parts: list[_Fold]) -> _Standing:
+        st = cls(keys, entries, list(parts), free=[_NONE] * len(parts))
+        for i, part in enumerate(parts):
+            st.put(i, part, None)
+        st.add_up_the_rest()
+        return st
+
+    def put(self, i: int, part: _Fold, before: _Fold | None) -> None:
+        """Pool i's fold is `part` now, in place of `before`."""
+        if before is not None:
+            self.matched -= before.matched
+            self.free_len -= len(before.free)
+            for reason, ids in before.blocked.items():
+                self.blocked_len[reason] -= len(ids)
+                self.blocked[reason][i] = _NONE
+        self.parts[i] = part
+        self.matched += part.matched
+        self.free[i] = part.free
+        self.free_len += len(part.free)
+        for reason, ids in part.blocked.items():
+            if reason not in self.blocked:
+                self.blocked[reason] = [_NONE] * len(self.parts)
+                self.blocked_len[reason] = 0
+            self.blocked[reason][i] = ids
+            self.blocked_len[reason] += len(ids)
+
+    def add_up_the_rest(self) -> None:
+        """Runtime errors and free devices by node, in the pools' order (new maps: the
+        totals handed out before keep theirs)."""
+        errors: dict[str, str] = {}
+        per_node: dict[str, int] = {}
+        for part in self.parts:
+            errors.update(part.runtime_errors)
+            for where, n in part.per_node.items():
+                per_node[where] = per_node.get(where, 0) + n
+        self.runtime_errors, self.per_node = errors, per_node
+
+    def total(self) -> _Total:
+        # Joined, not copied: every device of the world is in some list and every
+        # blocked one has its detail. The lists of parts are copied (a pointer each) so
+        # that a total handed out stays as it was.
+        details = [p.details for p in self.parts if p.details]
+        return _Total(
+            self.matched,
+            Joined(list(self.free), self.free_len),
+            {
+                reason: Joined(list(parts), self.blocked_len[reason])
+                for reason, parts in self.blocked.items()
+                if self.blocked_len[reason]
+            },
+            ChainMap(*details) if len(details) > 1 else (details[0] if details else {}),
+            self.runtime_errors,
+            self.per_node,
+        )
+
+
 class Explainer:
     """Reusable across claims and batches: CEL programs and per-device results are cached.
     `keep_folds`: keep each pool's fold per request choice, keyed by the index entry it
@@ -125,6 +204,7 @@ class Explainer:
         self._folds: dict[tuple[object, tuple[str, str]], tuple[PoolDevices, _Fold]] | None = (
             {} if keep_folds else None
         )
+        self._standing: dict[object, _Standing] = {}  # by what a fold depends on
 
     # -- one device --------------------------------------------------------------------
     def _blocker(
@@ -243,40 +323,38 @@ class Explainer:
             asked.lists,
             asked.index.fractional,
         )
-        matched = 0
-        free: list[list[str]] = []
-        blocked: dict[str, list[list[str]]] = {}
-        details: list[dict[str, str]] = []
-        runtime_errors: dict[str, str] = {}
-        per_node: dict[str, int] = {}
-        for key, pool in asked.index.pools.items():
-            hit = self._folds.get((same, key))
-            if hit is None or hit[0] is not pool:
-                part = _Fold()
-                yield from self._fold(part, pool, asked)
-                hit = self._folds[(same, key)] = (pool, part)
-            part = hit[1]
-            matched += part.matched
-            if part.free:
-                free.append(part.free)
-            for reason, ids in part.blocked.items():
-                blocked.setdefault(reason, []).append(ids)
-            if part.details:
-                details.append(part.details)
-            runtime_errors.update(part.runtime_errors)
-            for where, n in part.per_node.items():
-                per_node[where] = per_node.get(where, 0) + n
-        # Joined, not copied: every device of the world is in some list and every
-        # blocked one has its detail; copying them all would cost more than explaining
-        # the pools that changed.
-        return _Total(
-            matched,
-            Joined(free),
-            {reason: Joined(parts) for reason, parts in blocked.items()},
-            ChainMap(*details) if len(details) > 1 else (details[0] if details else {}),
-            runtime_errors,
-            per_node,
-        )
+        keys, entries = list(asked.index.pools), list(asked.index.pools.values())
+        st = self._standing.get(same)
+        if st is None or st.keys != keys:
+            parts = []
+            for key, pool in zip(keys, entries, strict=True):
+                parts.append((yield from self._part(same, key, pool, asked)))
+            st = self._standing[same] = _Standing.of(keys, entries, parts)
+            return st.total()
+        rest = False
+        for i, pool in enumerate(entries):
+            if pool is st.entries[i]:
+                continue
+            part = yield from self._part(same, keys[i], pool, asked)
+            before = st.parts[i]
+            rest = rest or bool(
+                before.runtime_errors or before.per_node or part.runtime_errors or part.per_node
+            )
+            st.entries[i] = pool
+            st.put(i, part, before)
+        if rest:
+            st.add_up_the_rest()
+        return st.total()
+
+    def _part(self, same: object, key: PoolKey, pool: PoolDevices, asked: _Asked) -> Steps[_Fold]:
+        """The pool's fold, folded again only when its index entry is not the one kept."""
+        assert self._folds is not None
+        hit = self._folds.get((same, key))
+        if hit is None or hit[0] is not pool:
+            part = _Fold()
+            yield from self._fold(part, pool, asked)
+            hit = self._folds[(same, key)] = (pool, part)
+        return hit[1]
 
     def _fold(self, out: _Fold, pool: PoolDevices, asked: _Asked) -> Steps[None]:
         """Judge the pool's devices for the choice into `out`, in their order."""
@@ -314,8 +392,11 @@ class Explainer:
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
         """Forget the folds of pools not among `keys`."""
         if self._folds is not None:
-            for gone in [k for k in self._folds if k[1] not in keys]:
-                del self._folds[gone]
+            gone = [k for k in self._folds if k[1] not in keys]
+            for k in gone:
+                del self._folds[k]
+            if gone:
+                self._standing.clear()  # they hold the folds of pools gone
 
     @staticmethod
     def _decide(out: ChoiceExplanation, per_node: Mapping[str, int], node: str | None) -> None:
