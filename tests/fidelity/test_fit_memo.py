@@ -133,6 +133,9 @@ def test_asked_again_with_a_memo_is_asked_anew(name: str, budget: int | None) ->
                 kept = _ask(world, workload, opts, results, memo=memo, cel=cel, **extra)
                 fresh = _ask(world, workload, opts, results, **extra)
                 assert kept == fresh, f"seed {seed} step {step} {workload.claims[0].name}"
+                held = {r.key for r in results}
+                assert memo.explainer(cel).kept_pools() <= held, "a gone pool's folds are kept"
+                assert set(memo.indexed) <= held, "a gone pool's index is kept"
                 compared += 1
                 reused += memo.reused
     assert compared >= SEEDS * 3

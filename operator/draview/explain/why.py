@@ -201,10 +201,8 @@ class Explainer:
 
     def __init__(self, cel: CelEngine | None = None, keep_folds: bool = False) -> None:
         self.cel = cel or CelEngine()
-        self._folds: dict[tuple[object, tuple[str, str]], tuple[PoolDevices, _Fold]] | None = (
-            {} if keep_folds else None
-        )
-        self._standing: dict[object, _Standing] = {}  # by what a fold depends on
+        # Per request choice (by what a fold depends on but the devices): every pool's fold.
+        self._standing: dict[object, _Standing] | None = {} if keep_folds else None
 
     # -- one device --------------------------------------------------------------------
     def _blocker(
@@ -291,7 +289,7 @@ class Explainer:
             out.reason = out.error
             return out
         asked = _Asked(selectors, choice, index, node, labels or {}, lists)
-        if self._folds is None:
+        if self._standing is None:
             fold = _Fold()
             for pool in index.pools.values():
                 yield from self._fold(fold, pool, asked)
@@ -313,7 +311,7 @@ class Explainer:
     def _kept(self, asked: _Asked) -> Steps[_Total]:
         """The pools' folds added up in index order, each folded again only when its
         index entry changed since it was kept."""
-        assert self._folds is not None
+        assert self._standing is not None
         # Everything a pool's fold depends on but its devices.
         same = (
             asked.choice.model_dump_json(),
@@ -326,16 +324,26 @@ class Explainer:
         keys, entries = list(asked.index.pools), list(asked.index.pools.values())
         st = self._standing.get(same)
         if st is None or st.keys != keys:
+            # Pools came or went: a pool whose index entry is the one kept keeps its fold.
+            kept: dict[PoolKey, tuple[PoolDevices, _Fold]] = {}
+            if st is not None:
+                kept = {k: (st.entries[i], st.parts[i]) for i, k in enumerate(st.keys)}
             parts = []
             for key, pool in zip(keys, entries, strict=True):
-                parts.append((yield from self._part(same, key, pool, asked)))
+                hit = kept.get(key)
+                if hit is None or hit[0] is not pool:
+                    part = _Fold()
+                    yield from self._fold(part, pool, asked)
+                    hit = (pool, part)
+                parts.append(hit[1])
             st = self._standing[same] = _Standing.of(keys, entries, parts)
             return st.total()
         rest = False
         for i, pool in enumerate(entries):
             if pool is st.entries[i]:
                 continue
-            part = yield from self._part(same, keys[i], pool, asked)
+            part = _Fold()
+            yield from self._fold(part, pool, asked)
             before = st.parts[i]
             rest = rest or bool(
                 before.runtime_errors or before.per_node or part.runtime_errors or part.per_node
@@ -345,16 +353,6 @@ class Explainer:
         if rest:
             st.add_up_the_rest()
         return st.total()
-
-    def _part(self, same: object, key: PoolKey, pool: PoolDevices, asked: _Asked) -> Steps[_Fold]:
-        """The pool's fold, folded again only when its index entry is not the one kept."""
-        assert self._folds is not None
-        hit = self._folds.get((same, key))
-        if hit is None or hit[0] is not pool:
-            part = _Fold()
-            yield from self._fold(part, pool, asked)
-            hit = self._folds[(same, key)] = (pool, part)
-        return hit[1]
 
     def _fold(self, out: _Fold, pool: PoolDevices, asked: _Asked) -> Steps[None]:
         """Judge the pool's devices for the choice into `out`, in their order."""
@@ -391,12 +389,21 @@ class Explainer:
 
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
         """Forget the folds of pools not among `keys`."""
-        if self._folds is not None:
-            gone = [k for k in self._folds if k[1] not in keys]
-            for k in gone:
-                del self._folds[k]
-            if gone:
-                self._standing.clear()  # they hold the folds of pools gone
+        if not self._standing:
+            return
+        for same, st in list(self._standing.items()):
+            if all(k in keys for k in st.keys):
+                continue
+            here = [i for i, k in enumerate(st.keys) if k in keys]
+            self._standing[same] = _Standing.of(
+                [st.keys[i] for i in here],
+                [st.entries[i] for i in here],
+                [st.parts[i] for i in here],
+            )
+
+    def kept_pools(self) -> set[PoolKey]:
+        """The pools whose folds are kept."""
+        return {k for st in (self._standing or {}).values() for k in st.keys}
 
     @staticmethod
     def _decide(out: ChoiceExplanation, per_node: Mapping[str, int], node: str | None) -> None:
