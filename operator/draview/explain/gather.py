@@ -93,31 +93,43 @@ class GatherIndex:
 
     def put(self, r: PoolResult) -> None:
         """Index `r` in place of what its pool had."""
-        self.drop(r.key)
+        left = self._take_out(r.key)
         p = r.prepared
-        if p is None:
-            return
-        nodes: list[str | None] = []
-        for vi, v in enumerate(p.views):
-            for n in v.nodes:
-                pools = self.by_node.get(n)
-                if pools is None:
-                    pools = self.by_node[n] = {}
-                    self._sorted = None
-                pools[r.key] = (r, vi)
-                nodes.append(n)
-        self._nodes_of[r.key] = nodes
-        if any(o.kind != "ok" for o in p.bystander):
-            self.bystanders[r.key] = r
+        if p is not None:
+            nodes: list[str | None] = []
+            for vi, v in enumerate(p.views):
+                for n in v.nodes:
+                    pools = self.by_node.get(n)
+                    if pools is None:
+                        pools = self.by_node[n] = {}
+                        self._sorted = None
+                    pools[r.key] = (r, vi)
+                    nodes.append(n)
+            self._nodes_of[r.key] = nodes
+            if any(o.kind != "ok" for o in p.bystander):
+                self.bystanders[r.key] = r
+        self._prune(left)
 
     def drop(self, key: PoolKey) -> None:
+        self._prune(self._take_out(key))
+
+    def _take_out(self, key: PoolKey) -> list[str | None]:
+        """Take the pool out of its nodes; the nodes it leaves with no pool, which stay
+        until _prune (a pool put again under the same nodes keeps the nodes' order)."""
         self.bystanders.pop(key, None)
+        left = []
         for n in self._nodes_of.pop(key, ()):
             pools = self.by_node.get(n)
             if pools is None:
                 continue
             pools.pop(key, None)
             if not pools:
+                left.append(n)
+        return left
+
+    def _prune(self, nodes: Sequence[str | None]) -> None:
+        for n in nodes:
+            if n in self.by_node and not self.by_node[n]:
                 del self.by_node[n]
                 self._sorted = None
 
