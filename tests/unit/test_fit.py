@@ -96,7 +96,7 @@ def test_a_memo_half_brought_up_to_date_is_dropped(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(search.Question, "renew", broken)
     with pytest.raises(RuntimeError):
         fit(world(*fewer), w, memo=memo)
-    assert memo.question is None and not memo.reaches
+    assert memo.question is None and memo.board is None
     monkeypatch.undo()
     got = fit(world(*fewer), w, memo=memo)
     assert (got.copies, {n.name: n.copies for n in got.nodes}) == (3, {"node-b": 3})

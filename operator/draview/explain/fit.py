@@ -41,7 +41,8 @@ from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import as_read, refusal, rules_for
 from draview.engine.world import compute_world
-from draview.explain.fit_memo import FitMemo, group_reach
+from draview.explain.fit_board import NO_FIRST, UNALLOCATABLE, Board, first_key
+from draview.explain.fit_memo import FitMemo
 from draview.explain.fit_search import (
     START,
     Merged,
@@ -52,14 +53,11 @@ from draview.explain.fit_search import (
     Reach,
     Taken,
     bounds,
-    explore,
     merge_claims,
     merge_state,
-    node_groups,
 )
 from draview.explain.index import DeviceIndex
 from draview.explain.model import ClaimExplanation
-from draview.explain.why import Explainer
 
 # Node searches (one Allocate call on one node each) one question may spend.
 FIT_BUDGET = 20_000
@@ -212,33 +210,34 @@ def _answer(
     pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
     merged = merge_claims(per_copy)
     first = merge_claims([*per_copy, *pending]) if pending else merged
-    if memo is not None and workload.shared:
-        memo = None  # copies share a claim: every node is one group, asked anew
+    # A question asked once is worked out as one asked again with nothing kept.
+    kept = memo is not None and not workload.shared
+    if memo is None or not kept:
+        memo = FitMemo(cel=cel)  # copies that share a claim: one group, asked anew
     key = (workload, opts, count, budget, tuple(world.classes), tuple(world.taint_rules), id(cel))
-    q = memo.renewed(key, results, base) if memo is not None else None
+    q = memo.renewed(key, results, base)
     if q is None:
         q = Question(world, results, base, rules, merged, first, budget, cel)
-        if memo is not None:
-            memo.begin(key, q)
+        memo.begin(key, q)
     nodes = _nodes_to_try(q, world, workload, out)
     groups = _groups(q, nodes, pending, out, memo)
     q.tried = nodes
-    reaches = [group_reach(q, g, count, memo) for g in groups]
-    out.copies, out.max_copies = bounds(reaches)
+    board = memo.board_for(groups, nodes)
+    out.copies, out.max_copies = board.explore(q, count)
     if count is not None:
         out.copies = min(out.copies, count)
         if out.max_copies is not None:
             out.max_copies = min(out.max_copies, count)
     out.bounded = out.max_copies is None
-    out.nodes = _alone(q, nodes, groups, reaches, count, bool(pending), memo)
-    if memo is not None and memo.reused and q.spent:
+    out.nodes = _alone(q, board, count, bool(pending))
+    if memo.reused and q.spent:
         # The budget ended: which searches it cut off depends on the order of all of
         # them, so the answer is that of a question asked anew.
         memo.clear()
         return _answer(world, workload, opts, count, budget, results, cel, base, memo)
     out.searches = q.searches
-    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, groups, memo)
-    if memo is not None:
+    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, board, memo)
+    if kept:
         memo.settle(q, results)
     return out
 
@@ -264,8 +263,8 @@ def _groups(
     nodes: list[NodeName],
     pending: Sequence[ResourceClaim],
     out: FitResult,
-    memo: FitMemo | None,
-) -> Sequence[Sequence[NodeName]]:
+    memo: FitMemo,
+) -> list[tuple[NodeName, ...]]:
     """The groups of nodes explored apart (said in `out` when copies share a claim)."""
     if pending:
         # The first copy allocates the shared claims; every later copy must reach them:
@@ -273,52 +272,21 @@ def _groups(
         out.notes.append(
             "copies share " + ", ".join(c.name for c in pending) + ", allocated with the first copy"
         )
-        return [nodes]
-    return memo.groups_of(q, nodes) if memo is not None else node_groups(q, nodes)
+        return [tuple(nodes)]
+    return memo.groups_of(q, nodes)
 
 
-def _alone(
-    q: Question,
-    nodes: Sequence[NodeName],
-    groups: Sequence[Sequence[NodeName]],
-    reaches: Sequence[Reach],
-    count: int | None,
-    shared: bool,
-    memo: FitMemo | None = None,
-) -> list[NodeFit]:
+def _alone(q: Question, board: Board, count: int | None, shared: bool) -> list[NodeFit]:
     """What each node takes with no copy on any other (a group of its own already says
     it; `shared`: copies share a claim the first allocates, so no node is alone)."""
-    alone: dict[NodeName, Reach] = {
-        g[0]: r for g, r in zip(groups, reaches, strict=True) if len(g) == 1
-    }
-    for g in groups:
-        for n in g:
-            if n in alone or shared:
-                continue
-            hit = memo.alone.get(n) if memo is not None else None
-            if memo is not None and hit is not None:
-                memo.reused = True
-                q.searches += hit[1]
-                alone[n] = hit[0]
-                continue
-            before = q.searches
-            alone[n] = explore(q, [n], count)
-            if memo is not None:
-                memo.alone[n] = (alone[n], q.searches - before)
-    out = []
-    for n in nodes:
-        r = alone.get(n)
-        if r is None:
-            continue
-        if memo is not None and n in memo.node_fits:
-            found = memo.node_fits[n]
-        else:
-            found = _node_fit(q, n, r)
-            if memo is not None:
-                memo.node_fits[n] = found
-        if found is not None:
-            out.append(found)
-    return out
+    if not shared:
+        board.alone_reaches(q, count)
+    for j in sorted(board.unfit):
+        n = board.nodes[j]
+        r = board.node_reach(n, shared)
+        board.fits[j] = None if r is None else _node_fit(q, n, r)
+    board.unfit.clear()
+    return [f for f in board.fits if f is not None]
 
 
 def _node_fit(q: Question, n: NodeName, r: Reach) -> NodeFit | None:
@@ -346,9 +314,11 @@ def _nodes_to_try(q: Question, world: World, workload: Workload, out: FitResult)
         # view of any pool still gathers the pools every node does (their counter
         # slices, 1.35 and 1.36), and the attempt aborts there as anywhere: one such
         # node answers for all of them.
-        known = [n for n in nodes if n is not None]
-        viewless = sorted({n.name for n in world.nodes} - set(known))
-        nodes = [*known, *viewless[:1]] if q.index.bystanders else [*known]
+        known = nodes[:-1] if nodes and nodes[-1] is None else nodes  # None sorts last
+        if q.index.bystanders:
+            viewless = sorted({n.name for n in world.nodes} - set(known))
+            known = [*known, *viewless[:1]]
+        nodes = known
     pinned = [c for c in workload.shared if c.allocated]
     if pinned:
         nodes = [n for n in nodes if all(_reaches(q, n, c) for c in pinned)]
@@ -403,30 +373,16 @@ def _first_and_blocker(
     count: int | None,
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
-    groups: Sequence[Sequence[NodeName]],
-    memo: FitMemo | None = None,
+    board: Board,
+    memo: FitMemo,
 ) -> None:
     # Groups are independent: each placed on its own ends where the copies placed in
     # turn on the first node that fits would end.
-    segments: list[Placement] = []
-    placed = 0
-    why = "unallocatable"
-    firsts: list[tuple[NodeName, tuple[Taken, ...]]] = []
-    for group in groups:
-        left = None if count is None else count - placed
-        kept = memo.greedy.setdefault(tuple(group), {}) if memo is not None else {}
-        hit = kept.get(left)
-        if hit is None:
-            hit = kept[left] = Placement(*_greedy(q, group, left))
-        why = hit.why
-        if hit.path:
-            firsts.append(hit.path[0])
-            segments.append(hit)
-            placed += len(hit.path)
-        if why != "unallocatable":
-            break
-    if firsts:
-        first = min(firsts, key=lambda p: (p[0] is None, p[0] or ""))
+    if count is None:
+        placed, first, why = _placed_standing(q, workload, board)
+    else:
+        placed, first, why = _placed_in_turn(q, count, board)
+    if first is not None:
         out.first_node, out.first = first[0], _devices(q.first, first[1])
     if why == "count":
         out.stopped = "count"
@@ -441,9 +397,79 @@ def _first_and_blocker(
         out.blocker = f"the scheduler aborts copy {placed + 1}: {why[len('aborts:') :]}"
         return
     out.stopped = "unallocatable"
+    if count is None and not board.mixed:
+        refs, moved = board.placed, board
+    else:
+        refs, moved = _refs(q, workload, board, count), None
     out.blocked, out.blocker = _explain_next(
-        q, world, opts, workload, segments, per_copy, pending, memo
+        q, world, opts, workload, refs, placed, moved, per_copy, pending, memo
     )
+
+
+Picked = tuple[NodeName, tuple[Taken, ...]] | None
+
+
+def _placed_standing(q: Question, workload: Workload, board: Board) -> tuple[int, Picked, str]:
+    """Without a count: each group's copies placed (again where it changed) up to the
+    first group whose copies end otherwise than when no node fits; the copies placed,
+    the first one, and why they ended."""
+    for i in sorted(board.unplaced):
+        if board.odd and min(board.odd) < i:
+            break  # the copies end before this group
+        hit = board.placements[i].get(None) or Placement(*_greedy(q, board.groups[i], None))
+        refs = hit.refs
+        if refs is None:
+            refs = _placed(q, workload.namespace, hit.path, first=i == 0)
+        board.place(i, hit, refs)
+    if not board.groups:
+        return 0, None, UNALLOCATABLE
+    stop = board.stop()
+    placed = sum(board.lengths[: stop + 1])
+    key = min(board.firsts[: stop + 1])
+    first = None
+    if key != NO_FIRST:
+        first = board.placements[board.firsts.index(key)][None].path[0]
+    return placed, first, board.placements[stop][None].why
+
+
+def _placed_in_turn(q: Question, count: int, board: Board) -> tuple[int, Picked, str]:
+    """With a count: each group's copies placed in turn, on top of those before."""
+    placed = 0
+    why = UNALLOCATABLE
+    firsts: list[tuple[NodeName, tuple[Taken, ...]]] = []
+    for i, group in enumerate(board.groups):
+        left = count - placed
+        kept = board.placements[i]
+        hit = kept.get(left)
+        if hit is None:
+            hit = kept[left] = Placement(*_greedy(q, group, left))
+        why = hit.why
+        if hit.path:
+            firsts.append(hit.path[0])
+            placed += len(hit.path)
+        if why != UNALLOCATABLE:
+            break
+    first = min(firsts, key=lambda p: first_key(p[0])) if firsts else None
+    return placed, first, why
+
+
+def _refs(
+    q: Question, workload: Workload, board: Board, count: int | None
+) -> dict[PoolKey, list[AllocRef]]:
+    """The copies' allocations by pool, summed over every group's placement."""
+    placed: dict[PoolKey, list[AllocRef]] = {}
+    left = count
+    for i, kept in enumerate(board.placements):
+        seg = kept.get(left)
+        if seg is None:
+            continue
+        if seg.refs is None:
+            seg.refs = _placed(q, workload.namespace, seg.path, first=i == 0)
+        for key, refs in seg.refs.items():
+            placed[key] = [*placed[key], *refs] if key in placed else refs
+        if left is not None:
+            left -= len(seg.path)
+    return placed
 
 
 def _explain_next(
@@ -451,30 +477,25 @@ def _explain_next(
     world: World,
     opts: EngineOptions,
     workload: Workload,
-    segments: Sequence[Placement],
+    placed: Mapping[PoolKey, Sequence[AllocRef]],
+    copies: int,
+    board: Board | None,
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
-    memo: FitMemo | None = None,
+    memo: FitMemo,
 ) -> tuple[list[ClaimExplanation], str]:
-    """`why` for the claims of the next copy, in the world with the copies placed in
-    `segments` (each group's, which hold no node in common)."""
-    placed: dict[PoolKey, list[AllocRef]] = {}
-    for i, seg in enumerate(segments):
-        if seg.refs is None:
-            seg.refs = _placed(q, workload.namespace, seg.path, first=i == 0)
-        for key, refs in seg.refs.items():
-            placed[key] = [*placed[key], *refs] if key in placed else refs
-    copies = sum(len(seg.path) for seg in segments)
+    """`why` for the claims of the next copy, in the world with the `copies` placed
+    (their allocations by pool: `placed`, the standing sum of `board` when given)."""
     # Only the pools the copies took devices in are judged again, with the world's
     # allocations the question indexed and the copies' added; judged to be explained,
     # never shown, so without the figures only a pool's status shows.
     opts = replace(opts, fragmentation=False)
-    index = memo.index_after(world, opts, q.results, q.base, placed) if memo else None
+    index = memo.index_after(world, opts, q.results, q.base, placed, board)
     results: list[PoolResult] | None = None
     if index is None:
         results = _judged_after(q, world, opts, placed)
         index = DeviceIndex.build(results, world.taint_rules)
-    explainer = memo.explainer(q.cel) if memo else Explainer(q.cel)
+    explainer = memo.explainer(q.cel)
     claims = [_copy_claim(c, copies + 1) for c in per_copy]
     if not copies:
         claims.extend(pending)

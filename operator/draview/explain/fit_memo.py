@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from draview.api.world import World
 from draview.cel import CelEngine
@@ -13,27 +12,19 @@ from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.engine.world import judge_again
-from draview.explain.fit_search import (
-    NodeName,
-    Placement,
-    Question,
-    Reach,
-    explore,
-    node_groups,
-)
+from draview.explain.fit_board import Board
+from draview.explain.fit_search import NodeName, Question, node_groups
 from draview.explain.index import DeviceIndex, PoolDevices, index_pool
 from draview.explain.why import Explainer
-
-if TYPE_CHECKING:
-    from draview.explain.fit import NodeFit
 
 
 @dataclass(slots=True)
 class FitMemo:
     """What asking one workload leaves for asking it again after some pools were judged
-    again: the question (which nodes gather which pools, and which of them count), each
-    group's reach and placement, each node's own answer, and per pool its index after
-    the copies and the next copy's explanation of it (why.Explainer keep_folds).
+    again: the question (which nodes gather which pools, and which of them count), the
+    board (each group's reach and placement, each node's own answer: fit_board.py), and
+    per pool its index after the copies and the next copy's explanation of it
+    (why.Explainer keep_folds).
 
     Everything kept is keyed by the PoolResult objects it came from: the caller hands
     the same object for a pool not judged again and a new one for a pool that was. Then
@@ -48,36 +39,36 @@ class FitMemo:
 
     key: object = None
     question: Question | None = None
-    reaches: dict[tuple[NodeName, ...], tuple[Reach, int]] = field(default_factory=dict)
-    alone: dict[NodeName, tuple[Reach, int]] = field(default_factory=dict)
-    node_fits: dict[NodeName, NodeFit | None] = field(default_factory=dict)
-    # per group, per copies left to place (count): its placement
-    greedy: dict[tuple[NodeName, ...], dict[int | None, Placement]] = field(default_factory=dict)
-    group_of: dict[NodeName, tuple[NodeName, ...]] = field(default_factory=dict)
+    board: Board | None = None
     # per pool: the result and the copies' allocations it was indexed after
     indexed: dict[PoolKey, tuple[PoolResult, Sequence[AllocRef] | None, PoolDevices]] = field(
         default_factory=dict
     )
+    # The index after the copies, the board whose copies it holds, and the pools judged
+    # again since it was made.
+    index: DeviceIndex | None = None
+    indexed_with: Board | None = None
+    stale: set[PoolKey] = field(default_factory=set)
     _explainer: Explainer | None = None
     # The selector results fit caches when the caller hands it no CelEngine; kept when
     # the memo is cleared (they hold for any pools).
     cel: CelEngine | None = None
-    reused: bool = False  # this asking took some group's reach from an earlier one
     nodes: list[NodeName] | None = None  # tried at the last asking
     groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
+    gone: bool = False  # some pool asked about last time is not now
+
+    @property
+    def reused(self) -> bool:
+        """This asking took some group's reach from an earlier one."""
+        return self.board is not None and self.board.reused
 
     def clear(self) -> None:
-        for kept in (
-            self.reaches,
-            self.alone,
-            self.node_fits,
-            self.greedy,
-            self.group_of,
-            self.indexed,
-        ):
-            kept.clear()
-        self.key, self.question, self._explainer, self.reused = None, None, None, False
+        self.indexed.clear()
+        self.stale.clear()
+        self.key, self.question, self._explainer = None, None, None
+        self.board = self.index = self.indexed_with = None
         self.nodes = self.groups = None
+        self.gone = False
 
     def begin(self, key: object, question: Question) -> None:
         self.clear()
@@ -87,34 +78,25 @@ class FitMemo:
         self, key: object, results: Sequence[PoolResult], base: Mapping[PoolKey, Sequence[AllocRef]]
     ) -> Question | None:
         """The question kept, brought up to `results`; None when it must start over."""
-        self.reused = False
+        if self.board is not None:
+            self.board.reused = False
         q = self.question
         if q is None or key != self.key:
             return None
         affected = q.renew(results, base)
         if affected is None:
             return None
-        for node in affected:
-            self.drop_group(self.group_of.get(node, (node,)))
+        if self.board is not None:
+            self.board.forget(affected)
+        self.stale |= q.changed
+        self.gone = any(k not in q.by_key for k in q.changed)
         return q
 
-    def drop_group(self, group: tuple[NodeName, ...]) -> None:
-        """Forget what was found for the group and each of its nodes."""
-        self.reaches.pop(group, None)
-        self.greedy.pop(group, None)
-        for node in group:
-            self.alone.pop(node, None)
-            self.node_fits.pop(node, None)
-            if self.group_of.get(node) == group:
-                del self.group_of[node]
-
-    def keep_group(self, group: tuple[NodeName, ...], reach: Reach, cost: int) -> None:
-        for node in group:
-            old = self.group_of.get(node)
-            if old is not None and old != group:
-                self.drop_group(old)
-            self.group_of[node] = group
-        self.reaches[group] = (reach, cost)
+    def board_for(self, groups: Sequence[tuple[NodeName, ...]], nodes: Sequence[NodeName]) -> Board:
+        """The board of these groups: the last asking's when they are the same."""
+        if self.board is None or self.board.groups is not groups:
+            self.board = Board.of(groups, nodes, self.board)
+        return self.board
 
     def index_after(
         self,
@@ -123,23 +105,55 @@ class FitMemo:
         results: Sequence[PoolResult],
         base: Mapping[PoolKey, Sequence[AllocRef]],
         placed: Mapping[PoolKey, Sequence[AllocRef]],
+        board: Board | None = None,
     ) -> DeviceIndex | None:
         """The index of the world after the copies, each pool indexed again only when
         it or its copies differ from the last asking's; None for a profile that judges
-        pools with the world (1.34: an invalid pool changes the others)."""
+        pools with the world (1.34: an invalid pool changes the others). `board`: the
+        board `placed` is of; when it is the one the last index was made with, only the
+        pools judged again or that its copies moved in are looked at."""
         if not rules_for(opts.profile).invalid_pool_is_node_local:
             return None
+        index, q = self.index, self.question
+        fresh = q is None or q.results is not results
+        if index is not None and board is self.indexed_with is not None and not fresh:
+            assert q is not None and board is not None
+            for key in self.stale | board.moved:
+                r = q.by_key.get(key)
+                if r is None or key not in index.pools:
+                    break  # a pool came: indexed in the pools' order below
+                self._index(index, r, world, opts, base, placed.get(key))
+            else:
+                self.stale.clear()
+                board.moved.clear()
+                return index
         index = DeviceIndex()
         for r in results:
-            refs = placed.get(r.key)
-            hit = self.indexed.get(r.key)
-            if hit is None or hit[0] is not r or not (hit[1] is refs or hit[1] == refs):
-                judged = r
-                if refs is not None:
-                    judged = judge_again(r, [*base.get(r.key, ()), *refs], world, opts)
-                hit = self.indexed[r.key] = (r, refs, index_pool(judged, world.taint_rules))
-            index.add(r, hit[2])
+            self._index(index, r, world, opts, base, placed.get(r.key))
+        self.index, self.indexed_with = index, board
+        self.stale.clear()
+        if board is not None:
+            board.moved.clear()
         return index
+
+    def _index(
+        self,
+        index: DeviceIndex,
+        r: PoolResult,
+        world: World,
+        opts: EngineOptions,
+        base: Mapping[PoolKey, Sequence[AllocRef]],
+        refs: Sequence[AllocRef] | None,
+    ) -> None:
+        """Put the pool after the copies in the index, judged and indexed again only when
+        it or its copies changed."""
+        hit = self.indexed.get(r.key)
+        if hit is None or hit[0] is not r or not (hit[1] is refs or hit[1] == refs):
+            judged = r
+            if refs is not None:
+                judged = judge_again(r, [*base.get(r.key, ()), *refs], world, opts)
+            hit = self.indexed[r.key] = (r, refs, index_pool(judged, world.taint_rules))
+        index.add(r, hit[2])
 
     def groups_of(self, q: Question, nodes: list[NodeName]) -> list[tuple[NodeName, ...]]:
         """node_groups, or the groups of the last asking when the nodes are the same and no
@@ -162,7 +176,8 @@ class FitMemo:
         if q.spent:
             self.clear()
             return
-        self.prune(results)
+        if self.gone:
+            self.prune(results)
         q.shed()
 
     def prune(self, results: Sequence[PoolResult]) -> None:
@@ -172,25 +187,3 @@ class FitMemo:
             del self.indexed[gone]
         if self._explainer is not None:
             self._explainer.prune_folds(keys)
-
-
-def group_reach(
-    q: Question, group: Sequence[NodeName], count: int | None, memo: FitMemo | None
-) -> Reach:
-    """explore of the group, or what it found when the question was last asked, if no
-    node of the group gathers a pool judged again since (the searches it cost counted
-    again, as a new question would spend them)."""
-    if memo is None:
-        return explore(q, group, count)
-    key = tuple(group)
-    hit = memo.reaches.get(key)
-    if hit is not None:
-        memo.reused = True
-        q.searches += hit[1]
-        return hit[0]
-    memo.drop_group(key)
-    q.forget_searches(group)
-    before = q.searches
-    reach = explore(q, group, count)
-    memo.keep_group(key, reach, q.searches - before)
-    return reach
