@@ -24,7 +24,7 @@ from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
-from draview.explain.fit import FitError, FitResult, fit
+from draview.explain.fit import FIT_BUDGET, FitError, FitResult, fit
 from draview.explain.fit_memo import FitMemo
 
 SEEDS = 6
@@ -106,18 +106,22 @@ def _ask(
     world: World, workload: Any, opts: EngineOptions, results: list[PoolResult], **kw: Any
 ) -> tuple[Any, ...] | str:
     try:
-        return _answer(fit(world, workload, opts, count=COUNT, results=results, **kw))
+        return _answer(fit(world, workload, opts, results=results, **kw))
     except FitError as exc:
         return str(exc)
 
 
-@pytest.mark.parametrize("budget", [None, 40])
+# Without a count the copies are placed to the maximum and summed as groups change
+# (fit_board.Board.place); with one, in turn on top of each other.
+@pytest.mark.parametrize(("budget", "count"), [(None, COUNT), (40, COUNT), (400, None)])
 @pytest.mark.parametrize("name", sorted(VERIFIED))
-def test_asked_again_with_a_memo_is_asked_anew(name: str, budget: int | None) -> None:
+def test_asked_again_with_a_memo_is_asked_anew(
+    name: str, budget: int | None, count: int | None
+) -> None:
     profile, _ = VERIFIED[name]
     opts = EngineOptions(profile=profile)
-    extra = {} if budget is None else {"budget": budget}
-    compared = reused = 0
+    extra: dict[str, Any] = {"count": count, "budget": budget or FIT_BUDGET}
+    compared = reused = explained = 0
     for seed in range(SEEDS):
         served = served_world(generate(seed), profile)
         rng = random.Random(seed)
@@ -138,6 +142,9 @@ def test_asked_again_with_a_memo_is_asked_anew(name: str, budget: int | None) ->
                 assert set(memo.indexed) <= held, "a gone pool's index is kept"
                 compared += 1
                 reused += memo.reused
+                # The next copy explained on an index patched where copies moved.
+                explained += memo.reused and kept[3] == "unallocatable"
     assert compared >= SEEDS * 3
-    if budget is None and rules_for(profile).invalid_pool_is_node_local:
+    if rules_for(profile).invalid_pool_is_node_local and (budget is None or count is None):
         assert reused, "no asking reused a group: the memo was never exercised"
+        assert explained, "no asking explained the next copy after reusing groups"
