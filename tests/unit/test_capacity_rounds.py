@@ -72,7 +72,7 @@ async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -
     nodes = {n["name"]: n["copies"] for n in first.status["nodes"]}
     assert (first.copies, nodes) == (4, {"node-a": 2, "node-b": 2})
     assert not probe.memo.reused
-    kept_b = probe.judged[b][1]
+    kept_b = probe.judged[b].result
 
     taken = {"request": "gpu", "driver": DRIVER, "pool": "a", "device": "a0"}
     ctl.ingest.claim_event("ADDED", allocated("c", taken))
@@ -81,7 +81,7 @@ async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -
     nodes = {n["name"]: n["copies"] for n in again.status["nodes"]}
     assert (again.copies, nodes) == (3, {"node-a": 1, "node-b": 2})
     assert probe.memo.reused, "node-b's answer was searched again"
-    assert probe.judged[b][1] is kept_b, "pool b was judged again though nothing changed"
+    assert probe.judged[b].result is kept_b, "pool b was judged again though nothing changed"
     assert (
         again.status["blocker"] == "request r: needs 1, 0 of 4 matching devices free (4 Allocated)"
     )

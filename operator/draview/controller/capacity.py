@@ -23,13 +23,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from draview.api.probes import ProbeProblem, ProbeSpec, workload_of
+from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass
 from draview.api.workload import Workload, WorkloadError
 from draview.api.world import World
@@ -85,11 +86,13 @@ class _Probe:
     due: bool = True
     not_before: float = 0.0  # monotonic: asked again no sooner (SHARE)
     answer: Answer | None = None
-    # What asking left for asking again: per pool the judgement it was asked with, by
-    # the reconciler's result it came from (a pool not judged again hands fit the same
+    # What asking left for asking again: per pool what it was asked with, by the
+    # reconciler's result it came from (a pool not judged again hands fit the same
     # object, which is how the memo knows it), and fit's own memo.
-    judged: dict[PoolKey, tuple[object, PoolResult]] = field(default_factory=dict)
+    judged: dict[PoolKey, _Asked] = field(default_factory=dict)
     memo: FitMemo = field(default_factory=FitMemo)
+    # The pools that count, sorted, and the set they were sorted from.
+    _sorted: tuple[set[PoolKey], list[PoolKey]] = field(default_factory=lambda: (set(), []))
 
     def forget(self) -> None:
         self.seen.clear()
@@ -97,6 +100,24 @@ class _Probe:
         self.judged.clear()
         self.memo.clear()
         self.due = True
+
+    def counted(self) -> list[PoolKey]:
+        """The pools that count, sorted (again only when they changed)."""
+        if self._sorted[0] != self.pools:
+            self._sorted = (set(self.pools), sorted(self.pools))
+        return self._sorted[1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """One pool as a probe was last asked with it: the reconciler's result (by identity:
+    a new one means the pool was judged again), its judgement with status bodies, and
+    the slices and allocations it was judged from, which change only with the result."""
+
+    lean: object
+    result: PoolResult | Callable[[], PoolResult]
+    slices: list[ResourceSlice]
+    allocations: list[AllocRef]
 
 
 class CapacityProbes:
@@ -292,29 +313,25 @@ class CapacityProbes:
             return failed(p.error, profile)
         rec = self.reconciler
         store = rec.store
-        keys = sorted(p.pools)
-        judged: list[tuple[PoolKey, object, PoolResult | Callable[[], PoolResult]]] = []
-        for k in keys:
+        judged: dict[PoolKey, _Asked] = {}
+        for k in p.counted():
             lean = rec.results.get(k)
             kept = p.judged.get(k)
-            if kept is not None and kept[0] is lean:
-                judged.append((k, lean, kept[1]))
-                continue
-            again = rec.judge_again(k)
-            if again is not None:
-                judged.append((k, lean, again))
+            if kept is None or kept.lean is not lean:
+                again = rec.judge_again(k)
+                if again is None:
+                    continue
+                kept = _Asked(lean, again, store.slices_of(k), store.allocations_of(k))
+            judged[k] = kept
         world = World(
-            slices=[s for k in keys for s in store.slices_of(k)],
+            slices=[s for a in judged.values() for s in a.slices],
             taint_rules=store.rules(),
             classes=list(self._classes),
             nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
         )
-        allocations = {k: store.allocations_of(k) for k in keys}
         began = time.perf_counter()
         try:
-            found = await asyncio.to_thread(
-                _fit, world, allocations, p, self.options, judged, p.spec.max_copies
-            )
+            found = await asyncio.to_thread(_fit, world, p, self.options, judged, p.spec.max_copies)
         except FitError as exc:
             return failed(str(exc), profile)
         except Exception as exc:  # a bug met by one probe: the others go on
@@ -323,7 +340,7 @@ class CapacityProbes:
         metrics.CAPACITY_SECONDS.observe(time.perf_counter() - began)
         log.debug(
             "capacity probe asked",
-            extra={"probe": p.spec.name, "copies": found.copies, "pools": len(keys)},
+            extra={"probe": p.spec.name, "copies": found.copies, "pools": len(judged)},
         )
         return answer_of(found, profile, p.spec.node_series)
 
@@ -380,22 +397,22 @@ class CapacityProbes:
 
 def _fit(
     world: World,
-    allocations: Mapping[PoolKey, Sequence[AllocRef]],
     p: _Probe,
     options: EngineOptions,
-    judged: list[tuple[PoolKey, object, PoolResult | Callable[[], PoolResult]]],
+    judged: dict[PoolKey, _Asked],
     count: int | None,
 ) -> Any:
     """In a worker thread: the pools judged again, then fit with the probe's memo (what
     the probe keeps is only touched here, one asking at a time)."""
     assert p.workload is not None
-    results = []
-    kept: dict[PoolKey, tuple[object, PoolResult]] = {}
-    for key, lean, r in judged:
-        result = r if isinstance(r, PoolResult) else r()
-        kept[key] = (lean, result)
+    results: list[PoolResult] = []
+    for key, asked in judged.items():
+        result = asked.result
+        if not isinstance(result, PoolResult):
+            result = result()
+            judged[key] = replace(asked, result=result)
         results.append(result)
-    p.judged = kept
+    p.judged = judged
     return fit(
         world,
         p.workload,
@@ -403,7 +420,7 @@ def _fit(
         count=count,
         results=results,
         cel=p.cel,
-        allocations=allocations,
+        allocations={k: a.allocations for k, a in judged.items()},
         memo=p.memo,
     )
 
