@@ -81,6 +81,7 @@ bench: setup
 	$(PYTHON) bench/engine/generate.py
 	$(PYTHON) bench/engine/run.py
 	$(PYTHON) bench/engine/fit.py
+	$(PYTHON) bench/engine/probe.py
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis bench/out
