@@ -571,6 +571,11 @@ def _placed(q: Question, namespace: str, path: Path, first: bool) -> dict[PoolKe
     return out
 
 
+def node_rank(n: NodeFit) -> tuple[int, str]:
+    """The nodes that fit more copies first, then by name (iter_nodes' order)."""
+    return (-(n.max_copies or n.copies), n.name or "~")
+
+
 def iter_nodes(result: FitResult) -> Iterator[NodeFit]:
     """The nodes that fit some copy first, then the rest, each by name."""
-    yield from sorted(result.nodes, key=lambda n: (-(n.max_copies or n.copies), n.name or "~"))
+    yield from sorted(result.nodes, key=node_rank)
