@@ -77,6 +77,7 @@ async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -
     taken = {"request": "gpu", "driver": DRIVER, "pool": "a", "device": "a0"}
     ctl.ingest.claim_event("ADDED", allocated("c", taken))
     ctl.reconciler.compute([a])
+    await cap._mark_due()  # as each round does before asking
     again = await cap._ask(probe)
     nodes = {n["name"]: n["copies"] for n in again.status["nodes"]}
     assert (again.copies, nodes) == (3, {"node-a": 1, "node-b": 2})
@@ -88,6 +89,7 @@ async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -
 
     ctl.ingest.claim_event("DELETED", allocated("c", taken))
     ctl.reconciler.compute([a])
+    await cap._mark_due()
     back = await cap._ask(probe)
     assert (back.copies, back.status) == (4, first.status)
 

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -93,12 +93,17 @@ class _Probe:
     memo: FitMemo = field(default_factory=FitMemo)
     # The pools that count, sorted, and the set they were sorted from.
     _sorted: tuple[set[PoolKey], list[PoolKey]] = field(default_factory=lambda: (set(), []))
+    # `judged` was gathered for that list of pools; those judged or gone since.
+    asked_for: list[PoolKey] | None = None
+    stale: set[PoolKey] = field(default_factory=set)
 
     def forget(self) -> None:
         self.seen.clear()
         self.pools.clear()
         self.judged.clear()
         self.memo.clear()
+        self.asked_for = None
+        self.stale.clear()
         self.due = True
 
     def counted(self) -> list[PoolKey]:
@@ -279,6 +284,7 @@ class CapacityProbes:
             for i, key in enumerate(keys):
                 if self._counts(p, key):
                     p.due = True
+                    p.stale.add(key)
                 if i % POOLS_PER_STEP == POOLS_PER_STEP - 1:
                     await asyncio.sleep(0)  # a new probe in a large cluster: let others run
 
@@ -308,21 +314,33 @@ class CapacityProbes:
         return was
 
     async def _ask(self, p: _Probe) -> Answer:
+        """The probe's answer now. Asked after _mark_due, which notes the pools judged
+        since the last asking (`stale`): only those are looked at again."""
         profile = self.options.profile.label()
         if p.workload is None:
             return failed(p.error, profile)
         rec = self.reconciler
         store = rec.store
-        judged: dict[PoolKey, _Asked] = {}
-        for k in p.counted():
+        keys = p.counted()
+        if keys is p.asked_for and all(k in p.judged for k in p.stale):
+            # The same pools count: only those judged since are looked at again (a pool
+            # no longer judged drops out; one judged anew would need its place in order).
+            judged, todo = dict(p.judged), sorted(p.stale)
+        else:
+            judged, todo = {}, keys
+        fresh: list[PoolKey] = []
+        for k in todo:
             lean = rec.results.get(k)
             kept = p.judged.get(k)
             if kept is None or kept.lean is not lean:
                 again = rec.judge_again(k)
                 if again is None:
+                    judged.pop(k, None)
                     continue
                 kept = _Asked(lean, again, store.slices_of(k), store.allocations_of(k))
+                fresh.append(k)
             judged[k] = kept
+        p.judged, p.asked_for, p.stale = judged, keys, set()
         world = World(
             slices=[s for a in judged.values() for s in a.slices],
             taint_rules=store.rules(),
@@ -331,10 +349,14 @@ class CapacityProbes:
         )
         began = time.perf_counter()
         try:
-            found = await asyncio.to_thread(_fit, world, p, self.options, judged, p.spec.max_copies)
-        except FitError as exc:
-            return failed(str(exc), profile)
-        except Exception as exc:  # a bug met by one probe: the others go on
+            found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
+        except BaseException as exc:
+            p.judged = {}  # perhaps half judged: the next asking gathers every pool again
+            if isinstance(exc, FitError):
+                return failed(str(exc), profile)
+            if not isinstance(exc, Exception):
+                raise
+            # A bug met by one probe: the others go on.
             log.exception("capacity probe failed", extra={"probe": p.spec.name})
             return failed(f"draview could not answer: {error_text(exc)}", profile)
         metrics.CAPACITY_SECONDS.observe(time.perf_counter() - began)
@@ -399,26 +421,24 @@ def _fit(
     world: World,
     p: _Probe,
     options: EngineOptions,
-    judged: dict[PoolKey, _Asked],
+    fresh: list[PoolKey],
     count: int | None,
 ) -> Any:
-    """In a worker thread: the pools judged again, then fit with the probe's memo (what
-    the probe keeps is only touched here, one asking at a time)."""
+    """In a worker thread: the pools judged again (`fresh`; every other pool's
+    judgement was made at an earlier asking), then fit with the probe's memo (what the
+    probe keeps is only touched here, one asking at a time)."""
     assert p.workload is not None
-    results: list[PoolResult] = []
-    for key, asked in judged.items():
-        result = asked.result
-        if not isinstance(result, PoolResult):
-            result = result()
-            judged[key] = replace(asked, result=result)
-        results.append(result)
-    p.judged = judged
+    judged = p.judged
+    for key in fresh:
+        asked = judged[key]
+        if not isinstance(asked.result, PoolResult):
+            judged[key] = replace(asked, result=asked.result())
     return fit(
         world,
         p.workload,
         options,
         count=count,
-        results=results,
+        results=cast(list[PoolResult], [a.result for a in judged.values()]),
         cel=p.cel,
         allocations={k: a.allocations for k, a in judged.items()},
         memo=p.memo,
