@@ -115,9 +115,13 @@ class FitMemo:
         if not rules_for(opts.profile).invalid_pool_is_node_local:
             return None
         index, q = self.index, self.question
-        fresh = q is None or q.results is not results
-        if index is not None and board is self.indexed_with is not None and not fresh:
-            assert q is not None and board is not None
+        if (
+            index is not None
+            and board is not None
+            and board is self.indexed_with
+            and q is not None
+            and q.results is results
+        ):
             for key in self.stale | board.moved:
                 r = q.by_key.get(key)
                 if r is None or key not in index.pools:
