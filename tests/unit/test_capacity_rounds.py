@@ -3,6 +3,9 @@ controller's real store and reconciler, no API server (nothing here is written).
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from builders import DRIVER, device, device_class, rslice
 from builders import claim as allocated
 from prometheus_client import REGISTRY
@@ -113,3 +116,34 @@ async def test_a_bad_probe_answers_with_its_error_and_the_others_go_on() -> None
         cap._export(name, cap.probes[name])
     assert REGISTRY.get_sample_value("draview_capacity_probe_errors") == 2
     assert REGISTRY.get_sample_value("draview_capacity_fit", {"probe": "unknown"}) is None
+
+
+async def test_an_asking_that_fails_leaves_the_next_to_gather_every_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug met in the middle of an asking (what it gathered perhaps half judged): the
+    probe answers with the error, and the next asking, with nothing judged since, gives
+    the answer of a probe asked anew."""
+    import draview.controller.capacity as capacity
+
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    ctl.ingest.slice_event("ADDED", rslice("a", [device("a0"), device("a1")], pool="a"))
+    ctl.reconciler.compute([(DRIVER, "a")])
+    cap = ctl.capacity
+    cap.define({"one": ProbeSpec("one", "ns/cm:k", claim=claim())}, [], {})
+    await cap._mark_due()
+    probe = cap.probes["one"]
+    first = await cap._ask(probe)
+    assert first.copies == 2
+
+    def broken(*args: Any, **kw: Any) -> Any:
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr(capacity, "fit", broken)
+    failed = await cap._ask(probe)
+    assert failed.copies is None and failed.status["error"] == "draview could not answer: bug"
+    monkeypatch.undo()
+    await cap._mark_due()
+    again = await cap._ask(probe)
+    assert (again.copies, again.status) == (2, first.status)

@@ -351,7 +351,8 @@ class CapacityProbes:
         try:
             found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
         except BaseException as exc:
-            p.judged = {}  # perhaps half judged: the next asking gathers every pool again
+            # Perhaps half judged: the next asking gathers every pool again.
+            p.judged, p.asked_for = {}, None
             if isinstance(exc, FitError):
                 return failed(str(exc), profile)
             if not isinstance(exc, Exception):
@@ -425,8 +426,8 @@ def _fit(
     count: int | None,
 ) -> Any:
     """In a worker thread: the pools judged again (`fresh`; every other pool's
-    judgement was made at an earlier asking), then fit with the probe's memo (what the
-    probe keeps is only touched here, one asking at a time)."""
+    judgement was made at an earlier asking), then fit with the probe's memo (one
+    asking at a time: the probe is not touched meanwhile)."""
     assert p.workload is not None
     judged = p.judged
     for key in fresh:
