@@ -55,13 +55,17 @@ MAP_ORDER_SEEDS = int(os.environ.get("DRAVIEW_FIT_MAP_ORDER_SEEDS", "6"))
 # by bench/fidelity --fit: seed 2798 (1.37), a Pod whose claim for all devices of its
 # class matches 41 on one node (the limit of 32 holds per claim); seed 1734 (1.36), a
 # claim for all devices where a node with no view of any pool gathers an incomplete pool
-# through its counter slice, and the attempt aborts there.
+# through its counter slice, and the attempt aborts there; seed 20566 (1.36), a Pod
+# whose second copy takes a NIC the first had to pass over, once the first took a share
+# of a shareable NIC (a node whose pools hold a shareable device is searched from the
+# start for each copy).
 FOUND: tuple[tuple[int, tuple[str, ...]], ...] = (
     (10, ("inspect", "tolerant")),
     (17, ("either", "inspect-2")),
     (180, ("together", "either")),
     (2798, ("all", "inspect-2")),
     (1734, ("all",)),
+    (20566, ("mixed", "bw")),
 )
 
 

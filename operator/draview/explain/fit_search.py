@@ -178,6 +178,7 @@ class Question:
         # Kept per node and per pool, so that a question asked again (FitMemo) forgets
         # only what a pool judged again changes.
         self._pools: dict[NodeName, dict[int, list[NodePool]]] = {}
+        self._resumes: dict[NodeName, bool] = {}  # resumes_on, per node
         self._states: dict[PoolKey, dict[tuple[Taken, ...], AllocatedState]] = {}
         # left_of's memo, and the engine's state each of _states adds devices to.
         self._lefts: dict[tuple[int, int], Mapping[CounterKey, int]] = {}
@@ -233,6 +234,7 @@ class Question:
         self.relevant_before = {n: self._relevant.get(n) for n in affected}
         for node in affected:
             self._pools.pop(node, None)
+            self._resumes.pop(node, None)
             self._relevant.pop(node, None)
         self.forget_searches(affected)
         for key in changed:
@@ -247,7 +249,7 @@ class Question:
         """Between askings (FitMemo): drop the nodes' pools, the states the copies made
         and the searches. The next asking searches only the nodes of groups that changed,
         whose searches are forgotten then anyway, and builds these again for them."""
-        for kept in (self._pools, self._states, self._derived, self._lefts):
+        for kept in (self._pools, self._resumes, self._states, self._derived, self._lefts):
             kept.clear()
         self._outcomes.clear()
         self._starts.clear()
@@ -336,6 +338,20 @@ class Question:
             out.append(p if not mine else replace(p, allocated=self._allocated(p, tuple(mine))))
         return out
 
+    def resumes_on(self, node: NodeName) -> bool:
+        """Whether the node's searches may begin where the copy before found its first
+        device (`resumable`): not where its pools hold a shareable device."""
+        found = self._resumes.get(node)
+        if found is None:
+            found = self._resumes[node] = self.resumable and not any(
+                d.device.allow_multiple_allocations
+                for combo in range(len(self.combos))
+                for p in self.pools(node, combo)
+                for devices in p.slices
+                for d in devices
+            )
+        return found
+
     def relevant(self, node: NodeName) -> set[PoolKey]:
         """The pools of the node that hold a device the first copy's selectors match or
         fail on: only a copy on one of these can change what this node answers."""
@@ -381,10 +397,11 @@ class Question:
             starts = self._starts.get(node)
             if starts is None:
                 starts = self._starts[node] = {}
-            start = starts.get((combo, taken), ORIGIN) if self.resumable else ORIGIN
+            resumes = self.resumes_on(node)
+            start = starts.get((combo, taken), ORIGIN) if resumes else ORIGIN
             outcome, first_at = self._search(merged, pools, None, start)
             found.append(outcome)
-            if self.resumable and first_at is not None and outcome[0] == "ok":
+            if resumes and first_at is not None and outcome[0] == "ok":
                 after = tuple(
                     t for t in sorted((*taken, *outcome[1])) if (t.driver, t.pool) in relevant
                 )
@@ -502,7 +519,11 @@ def resumable(merged: Merged, first: Merged, rules: Rules) -> bool:
     and meets none now (a device in use is refused before its selectors run). This holds
     for plain requests, one device choice each (ExactCount), without constraints; a
     firstAvailable list, allocationMode All, constraints (with the allocator's
-    remembered-attribute quirks) and shared claims are searched from the start."""
+    remembered-attribute quirks) and shared claims are searched from the start. So is a
+    node whose pools hold a shareable device (Question.resumes_on): a share an earlier
+    copy took changes what later requests of a copy can get from it and its counters,
+    so a device the walk passed over may lead to a solution now (seed 20566 at 1.36: a
+    copy's first request takes a NIC the copy before had to pass over)."""
     if first is not merged or not rules.pools_sorted or merged.claim.constraints:
         return False
     return all(
