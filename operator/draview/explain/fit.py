@@ -417,10 +417,7 @@ def _placed_standing(q: Question, workload: Workload, board: Board) -> tuple[int
         if board.odd and min(board.odd) < i:
             break  # the copies end before this group
         hit = board.placements[i].get(None) or Placement(*_greedy(q, board.groups[i], None))
-        refs = hit.refs
-        if refs is None:
-            refs = _placed(q, workload.namespace, hit.path, first=i == 0)
-        board.place(i, hit, refs)
+        board.place(i, hit, _refs_of(q, workload.namespace, hit, first=i == 0))
     if not board.groups:
         return 0, None, UNALLOCATABLE
     stop = board.stop()
@@ -463,9 +460,7 @@ def _refs(
         seg = kept.get(left)
         if seg is None:
             continue
-        if seg.refs is None:
-            seg.refs = _placed(q, workload.namespace, seg.path, first=i == 0)
-        for key, refs in seg.refs.items():
+        for key, refs in _refs_of(q, workload.namespace, seg, first=i == 0).items():
             placed[key] = [*placed[key], *refs] if key in placed else refs
         if left is not None:
             left -= len(seg.path)
@@ -535,6 +530,15 @@ def _judged_after(
     for key, refs in placed.items():
         allocations[key] = [*q.base.get(key, ()), *refs]
     return compute_world(world, opts, q.results, set(placed), allocations)
+
+
+def _refs_of(
+    q: Question, namespace: str, hit: Placement, first: bool
+) -> dict[PoolKey, list[AllocRef]]:
+    """A placement's allocations by pool, worked out when first needed and kept on it."""
+    if hit.refs is None:
+        hit.refs = _placed(q, namespace, hit.path, first)
+    return hit.refs
 
 
 def _placed(q: Question, namespace: str, path: Path, first: bool) -> dict[PoolKey, list[AllocRef]]:
