@@ -13,7 +13,7 @@ from test_cel_compiled import corpus  # noqa: F401  (the fixture)
 from draview.api.slices import Device
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.cel.device import LISTS_ABSENT, LISTS_EXPOSED, LISTS_REFUSED
-from draview.cel.reads import _attribute, _by_domain, content_key
+from draview.cel.reads import _attribute, _by_domain, content_key, keyer
 
 DRIVER = "gpu.example.com"
 
@@ -175,3 +175,33 @@ def test_one_attribute_is_read_as_grouping_by_domain_reads_it(
     grouped = _by_domain(dev.attributes, DRIVER).get(path[1], {})
     want = _attribute(grouped.get(path[2]))
     assert content_key(frozenset({path}), DRIVER, dev, LISTS_EXPOSED) == (LISTS_EXPOSED, want)
+    # The matcher's keyer, its plan looked at once, gives the same key with the driver too.
+    paths = frozenset({path, ("driver",)})
+    for lists in (LISTS_EXPOSED, LISTS_ABSENT):
+        assert keyer(paths, DRIVER, lists)(dev) == content_key(paths, DRIVER, dev, lists)
+
+
+def _matched(engine: CelEngine, expr: str, d: DeviceInput, key: Any) -> str:
+    try:
+        return repr(engine.matcher((expr,), d.lists)(d.driver, d.device, key))
+    except CelCompileError as exc:
+        return f"compile: {exc}"
+
+
+def test_a_matcher_answers_as_evaluate_does(
+    corpus: tuple[list[str], list[DeviceInput]],  # noqa: F811
+) -> None:
+    # A matcher evaluates a device it has not met in one pass of its own (CelEngine.
+    # _evaluator); evaluate asked first or after fills and finds the same caches.
+    exprs, devices = corpus
+    inputs = _variants(devices)
+    for first in ("matcher", "evaluate"):
+        shared = CelEngine(max_results=10_000_000)
+        alone = CelEngine()
+        for expr in exprs:
+            for i, d in enumerate(inputs):
+                want = _answer(alone, expr, d, None)
+                if first == "evaluate":
+                    assert _answer(shared, expr, d, ("device", i)) == want, (expr, d)
+                assert _matched(shared, expr, d, ("device", i)) == want, (expr, d.lists, d)
+                assert _answer(shared, expr, d, ("device", i)) == want, (expr, d)

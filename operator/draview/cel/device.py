@@ -120,7 +120,14 @@ def check_attributes(inp: DeviceInput) -> None:
     """Raise what device_activation would raise for this device (the first attribute CEL
     cannot hold), without building the values: for a selector that reads nothing but
     `device.driver`, which fails on such a device all the same."""
-    for name, raw in inp.device.attributes.items():
+    problem = attribute_problem(inp.device, inp.lists)
+    if problem is not None:
+        raise UnsupportedAttribute(problem)
+
+
+def attribute_problem(device: Device, lists: str) -> str | None:
+    """What check_attributes raises, as text, or None where every attribute converts."""
+    for name, raw in device.attributes.items():
         if type(raw) is dict and len(raw) == 1:
             ((kind, value),) = raw.items()
             if _PLAIN.get(kind) is type(value):
@@ -128,10 +135,11 @@ def check_attributes(inp: DeviceInput) -> None:
         kind, value = typed(raw)
         if kind not in _ALWAYS:
             problem = _problem(
-                name, kind, tuple(value) if isinstance(value, list) else value, inp.lists
+                name, kind, tuple(value) if isinstance(value, list) else value, lists
             )
             if problem is not None:
-                raise UnsupportedAttribute(problem)
+                return problem
+    return None
 
 
 @lru_cache(maxsize=4096)

@@ -28,12 +28,13 @@ from draview.cel.device import (
     LISTS_EXPOSED,
     DeviceInput,
     UnsupportedAttribute,
+    attribute_problem,
     check_attributes,
     device_activation,
     driver_activation,
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
-from draview.cel.reads import Reads, content_key, reads
+from draview.cel.reads import Reads, content_key, keyer, reads
 from draview.cel.values import CelValueError
 
 # Where cel-python's CEL parser is cached (set_parser_cache); None: built in memory.
@@ -362,27 +363,68 @@ class CelEngine:
         selector that does not compile raises where matches_all would."""
         results = self._results  # cleared in place when full (_remember)
         exposed = lists == LISTS_EXPOSED
-        # Each expression's program once it has run with `lists` (_runnable raises until
+        # Each expression's evaluator once it has run with `lists` (_runnable raises until
         # then, as evaluate would): a first pass over a cluster misses on every device.
-        programs: dict[str, celpy.Runner] = {}
+        evaluators: dict[str, _Evaluate] = {}
 
         def match(driver: str, device: Device, key: Hashable) -> EvalResult:
             if key is None:
                 return self.matches_all(expressions, DeviceInput(driver, device, lists))
             # As _key makes them: every hit was evaluated (and compiled) with `lists`.
             seen = key if exposed else (lists, key)
-            inp = None
             for expression in expressions:
                 result = results.get((expression, seen))
                 if result is None:
-                    if inp is None:
-                        inp = DeviceInput(driver, device, lists)
-                    program = programs.get(expression)
-                    if program is None:
-                        program = programs[expression] = self._runnable(expression, inp)
-                    result = self._evaluate(expression, program, inp, seen)
+                    run = evaluators.get(expression)
+                    if run is None:
+                        run = evaluators[expression] = self._evaluator(
+                            expression,
+                            self._runnable(expression, DeviceInput(driver, device, lists)),
+                            lists,
+                        )
+                    result = run(driver, device, seen)
                 if result is not True:
                     return result
             return True
 
         return match
+
+    def _evaluator(self, expression: str, program: celpy.Runner, lists: str) -> _Evaluate:
+        """_evaluate for one expression and `lists`, for a device not met before. For a
+        selector that reads fixed paths (most), one pass without a DeviceInput: the check
+        that every attribute converts, then the result by the values it reads; the
+        caches filled are _evaluate's, so either finds what the other left."""
+        paths = self._reads.get(expression)
+        if paths is None or self._driver_only.get(expression):
+
+            def general(driver: str, device: Device, seen: Hashable) -> EvalResult:
+                return self._evaluate(expression, program, DeviceInput(driver, device, lists), seen)
+
+            return general
+        results = self._results
+        keyers: dict[str, Callable[[Device], tuple[Any, ...]]] = {}
+
+        def by_content(driver: str, device: Device, seen: Hashable) -> EvalResult:
+            problem = attribute_problem(device, lists)
+            result: EvalResult | None
+            if problem is not None:
+                result = CelRuntimeError(problem)
+            else:
+                content = keyers.get(driver)
+                if content is None:
+                    content = keyers[driver] = keyer(paths, driver, lists)
+                entry = (expression, ("values", content(device)))
+                result = results.get(entry)
+                if result is None:
+                    activation = self._activation(DeviceInput(driver, device, lists), seen)
+                    result = self._result(program, activation)
+                    self._remember(results, entry, result)
+            self._remember(results, (expression, seen), result)
+            return result
+
+        return by_content
+
+
+# A device's result for one expression, not met before: (driver, device, device key).
+_Evaluate = Callable[[str, Device, Hashable], EvalResult]
+_UNCHECKED: Any = object()  # a device key not yet in CelEngine._convertible

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import lark
@@ -222,3 +222,35 @@ def content_key(paths: Reads, driver: str, device: Device, lists: str) -> tuple[
             else:
                 parts.append(quantities.get(path[2], _ABSENT))
     return tuple(parts)
+
+
+def keyer(paths: Reads, driver: str, lists: str) -> Callable[[Device], tuple[Any, ...]]:
+    """content_key for one driver and `lists`, its plan looked at once: for paths that
+    are the driver and attributes by name (most selectors), each device costs a lookup
+    per name it may be written as."""
+    plan = _plan(paths, driver)
+    if not all(spelled is not None or path == ("driver",) for path, spelled in plan):
+        return functools.partial(_general_key, paths, driver, lists)
+    names = tuple(spelled for _, spelled in plan)  # None: the driver
+
+    def key(device: Device) -> tuple[Any, ...]:
+        attributes = device.attributes
+        parts: list[Any] = [lists]
+        for spelled in names:
+            if spelled is None:
+                parts.append(driver)
+                continue
+            raw = held = None
+            for name in spelled:
+                if name in attributes:
+                    if held is not None:
+                        return content_key(paths, driver, device, lists)  # _NOT_ONE
+                    held, raw = name, attributes[name]
+            parts.append(typed(raw) if raw is not None else _ABSENT)
+        return tuple(parts)
+
+    return key
+
+
+def _general_key(paths: Reads, driver: str, lists: str, device: Device) -> tuple[Any, ...]:
+    return content_key(paths, driver, device, lists)
