@@ -291,8 +291,22 @@ class NodeSearch:
             if undo is None:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
+        plain = not data.choice.admin_access
+        counters = self.counters
         for loc, d, pool in self._candidates(start):
+            dev = d.device
+            if plain and (dev.name in pool.allocated.dedicated or d.id in self.allocating):
+                continue  # in use (_fits): most devices the walk passes
             if not self._fits(data, d, pool):
+                continue
+            if (
+                dev.consumes_counters
+                and not dev.allow_multiple_allocations
+                and not self.groups_checked
+                and counters.short(d, pool)
+            ):
+                # _allocate would refuse it at the counters with nothing taken or
+                # checked before: most of the rest.
                 continue
             undo = self._allocate(data, d, pool, must=False, slot=di)
             if undo is None:
@@ -619,7 +633,9 @@ class _Counters:
             found = self._keys[id(pool)] = f"{pool.driver}/{pool.pool}" if by_id else pool.pool
         return found
 
-    def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
+    def short(self, d: SearchDevice, pool: NodePool) -> bool:
+        """Whether reserve refuses the device: what is left, less what this attempt took,
+        does not cover its debits."""
         name = self._key(pool)
         available = self.available.get(name)
         if available is None:
@@ -634,15 +650,21 @@ class _Counters:
             if overdrawn is None:
                 overdrawn = self.overdrawn[name] = any(v < 0 for v in available.values())
             if overdrawn:
-                return False
+                return True
         consumed = self.consumed.get(name)
         if consumed is None:
             consumed = self.consumed[name] = {}
-        # Checked before anything is taken, so a refusal has nothing to give back.
         for key, n in d.debits:
             left = available.get(key)
             if left is not None and left < consumed.get(key, 0) + n:
-                return False
+                return True
+        return False
+
+    def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
+        # Checked before anything is taken, so a refusal has nothing to give back.
+        if self.short(d, pool):
+            return False
+        consumed = self.consumed[self._key(pool)]
         for key, n in d.debits:
             consumed[key] = consumed.get(key, 0) + n
         return True
