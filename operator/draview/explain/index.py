@@ -15,7 +15,7 @@ from draview.engine.model import PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, parse_pool
-from draview.quantity import Quantity, QuantityError, parse_quantity
+from draview.quantity import QuantityError, parse_quantity
 
 
 # Not frozen, though never changed once built: one is built per device of every pool
@@ -29,8 +29,9 @@ class IndexedDevice:
     device: Device  # flattened: mixins applied
     status: DeviceStatus
     taints: tuple[Taint, ...]
-    # what one allocation debits from the pool's counters, and what is left of those
-    debits: tuple[tuple[CounterKey, Quantity], ...] = ()
+    # What one allocation debits from the pool's counters, in nanos, summed per counter
+    # (ParsedPool.needs_nanos, as the engine's verdicts read it).
+    debits: tuple[tuple[CounterKey, int], ...] = ()
     pool_complete: bool = True
     pool_valid: bool = True
 
@@ -48,10 +49,11 @@ class IndexedDevice:
 
 @dataclass(slots=True)
 class PoolDevices:
-    """One pool's devices, and what is left of its counters (counter set, counter)."""
+    """One pool's devices, and what is left of its counters (counter set, counter), in
+    nanos: compared for every device a claim is explained on."""
 
     devices: list[IndexedDevice]
-    remaining: dict[CounterKey, Quantity]
+    remaining: dict[CounterKey, int]
 
     def counters_fit(self, d: IndexedDevice) -> bool:
         """Whether what is left of the counters covers what the device (of this pool)
@@ -67,11 +69,11 @@ class PoolDevices:
 def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> PoolDevices:
     driver, pool = result.key
     statuses = {sr.slice.name: {d["name"]: d for d in sr.status["devices"]} for sr in result.slices}
-    remaining: dict[CounterKey, Quantity] = {}
+    remaining: dict[CounterKey, int] = {}
     for cs in result.status.get("counterSets", []):
         for counter, usage in cs["counters"].items():
             try:
-                remaining[(cs["name"], counter)] = parse_quantity(usage["available"])
+                remaining[(cs["name"], counter)] = parse_quantity(usage["available"]).nanos
             except QuantityError:
                 continue
     # The engine kept the flattened, parsed newest slices with the result.
@@ -87,7 +89,7 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
     )
     valid = not result.errors.allocator
     generation = result.pool.generation
-    consumption = parsed.consumption
+    needs = parsed.needs_nanos
     devices = []
     for fs in flat:
         of_slice = statuses.get(fs.slice.name)
@@ -106,7 +108,7 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
                     dev,
                     st,
                     effective_taints(driver, pool, dev, rules),
-                    tuple(consumption.get(dev.name, ())),
+                    needs(dev.name),
                     complete,
                     valid,
                 )
