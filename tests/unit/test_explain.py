@@ -212,6 +212,26 @@ def test_taint_rule_and_counters() -> None:
     }
 
 
+def test_a_counter_set_named_twice_debits_the_sum() -> None:
+    # Each entry fits what is left (3 of 4) but both together do not: the engine counts
+    # the sum (ParsedPool.needs), and so must `why` (the index keeps the summed needs).
+    twice = device("twice")
+    twice["consumesCounters"] = [
+        {"counterSet": "cs", "counters": {"mem": {"value": "3"}}},
+        {"counterSet": "cs", "counters": {"mem": {"value": "3"}}},
+    ]
+    w = world(CLASS, *counter_pool("s", [twice, device("plain")], {"cs": {"mem": "4"}}))
+    results = compute_world(w)
+    states = {
+        d["name"]: d.get("stateReason") for s in results[0].slices for d in s.status["devices"]
+    }
+    assert states["twice"] == "InsufficientSharedCapacity"
+    index = DeviceIndex.build(results, w.taint_rules)
+    choice = Explainer().explain(pending("p", req("gpu")), index, w.classes).requests[0].choices[0]
+    assert choice.free == [f"{DRIVER}/pool-a/plain"]
+    assert choice.blocked == {"InsufficientSharedCapacity": [f"{DRIVER}/pool-a/twice"]}
+
+
 def test_incomplete_pool() -> None:
     w = world(CLASS, rslice("s", [device("gpu-0")], count=2))
     index = DeviceIndex.build(compute_world(w), w.taint_rules)
