@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from draview.api.world import build_world
 from draview.engine.model import AllocRef, EngineOptions
+from draview.engine.profile import RELEASES, all_gates_on, make_profile
+from draview.engine.rules import rules_for
 from draview.engine.verdict import AllocatedState
 from draview.engine.world import compute_world, world_objects
 from draview.quantity import parse_quantity
@@ -216,3 +218,16 @@ def test_held_and_debiting_agree_with_used_and_debits(
     held = state.held() & names
     assert held == {n for n in names if state.used(n)}
     assert state.debiting(held) == {n for n in held if state.debits(n)}
+
+
+@given(_REFS, _REFS, st.sampled_from(RELEASES), st.booleans())
+def test_a_state_plus_refs_is_the_state_of_them_all(
+    first: list[AllocRef], more: list[AllocRef], release: str, all_on: bool
+) -> None:
+    # fit adds a copy's devices to a pool's state (AllocatedState.plus) rather than
+    # making the state of the pool's allocations and the copy's again.
+    rules = rules_for(all_gates_on(release) if all_on else make_profile(release))
+    before = AllocatedState.for_rules(first, rules)
+    snapshot = repr(before)
+    assert before.plus(more, rules) == AllocatedState.for_rules([*first, *more], rules)
+    assert repr(before) == snapshot  # the state added to is left as it was

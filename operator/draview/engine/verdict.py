@@ -91,24 +91,33 @@ class AllocatedState:
         results without shareID debit counters. shares_skip_counter_check False (1.34):
         no share marks its device debited, every new share is checked again."""
         st = cls(shares_debit=shares_debit_counters, recheck_first=not capacity_recheck_own_device)
+        st._take(refs, shareable, shares_debit_once, shares_skip_counter_check)
+        return st
+
+    def _take(
+        self,
+        refs: Iterable[AllocRef],
+        shareable: bool,
+        shares_debit_once: bool,
+        shares_skip_counter_check: bool,
+    ) -> None:
         for r in refs:
             if r.admin_access:
                 continue  # never makes a device used
             if r.share_id is None or not shareable:
-                st.dedicated.add(r.device)
+                self.dedicated.add(r.device)
                 continue
-            st.shared.add(r.device)
+            self.shared.add(r.device)
             if shares_debit_once and shares_skip_counter_check:
-                st.debited.add(r.device)
+                self.debited.add(r.device)
             if r.consumed:
                 if shares_skip_counter_check:
-                    st.debited.add(r.device)
-                into = st.capacity.setdefault(r.device, {})
+                    self.debited.add(r.device)
+                into = self.capacity.setdefault(r.device, {})
                 for name, text in r.consumed:
                     q = try_parse_quantity(text)
                     if q is not None:
                         into[name] = into[name] + q if name in into else q
-        return st
 
     @classmethod
     def for_rules(cls, refs: Iterable[AllocRef], rules: Rules) -> AllocatedState:
@@ -121,6 +130,20 @@ class AllocatedState:
             rules.shares_skip_counter_check,
             rules.capacity_recheck_own_device,
         )
+
+    def plus(self, refs: Iterable[AllocRef], rules: Rules) -> AllocatedState:
+        """This state (for_rules of some refs) with `refs` added: for_rules of both, without
+        going over the first again (fit adds a copy's few devices to a pool's state)."""
+        st = AllocatedState(
+            set(self.dedicated),
+            set(self.shared),
+            {name: dict(used) for name, used in self.capacity.items()},
+            set(self.debited),
+            self.shares_debit,
+            self.recheck_first,
+        )
+        st._take(refs, rules.shareable, rules.shares_debit_once, rules.shares_skip_counter_check)
+        return st
 
     def used(self, name: str) -> bool:
         """Any non-admin result holds the device."""

@@ -286,21 +286,21 @@ class Question:
             states = self._states[key] = {}
         found = states.get(taken)
         if found is None:
-            refs = list(self.base.get(key, ()))
-            for i, t in enumerate(taken):
-                refs.append(
-                    AllocRef(
-                        t.device,
-                        "fit",
-                        "copy",
-                        "fit",
-                        t.request,
-                        t.admin_access,
-                        f"fit-share-{i}" if t.shared else None,
-                        t.consumed,
-                    )
+            # The pool's state is that of the world's allocations (gather.py).
+            refs = [
+                AllocRef(
+                    t.device,
+                    "fit",
+                    "copy",
+                    "fit",
+                    t.request,
+                    t.admin_access,
+                    f"fit-share-{i}" if t.shared else None,
+                    t.consumed,
                 )
-            found = states[taken] = AllocatedState.for_rules(refs, self.rules)
+                for i, t in enumerate(taken)
+            ]
+            found = states[taken] = pool.allocated.plus(refs, self.rules)
             self._derived[id(found)] = (pool.allocated, {t.device for t in taken})
         return found
 
