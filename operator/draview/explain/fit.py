@@ -39,7 +39,7 @@ from draview.cel import CelEngine
 from draview.engine.allocations import index_allocations
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
-from draview.engine.rules import as_read, refusal, rules_for
+from draview.engine.rules import Rules, as_read, refusal, rules_for
 from draview.engine.world import compute_world
 from draview.explain.fit_board import NO_FIRST, UNALLOCATABLE, Board, first_key
 from draview.explain.fit_memo import FitMemo
@@ -128,6 +128,7 @@ def _devices(merged: Merged, taken: tuple[Taken, ...]) -> tuple[FitDevice, ...]:
 
 
 def _check(workload: Workload, classes: Mapping[str, DeviceClass]) -> None:
+    """FitError for a workload that cannot be asked about."""
     for claim in (*workload.claims, *workload.shared):
         for req in claim.requests:
             for ch in req.choices:
@@ -138,6 +139,28 @@ def _check(workload: Workload, classes: Mapping[str, DeviceClass]) -> None:
                         f'claim {claim.name}: request {req.name}: deviceclass "'
                         f'{ch.device_class_name}" not found'
                     )
+    if not workload.claims:
+        raise FitError(
+            f"every claim of {workload.label} is shared (resourceClaimName): DRA decides "
+            "where its copies may run, not how many"
+        )
+
+
+def _aborts(workload: Workload, rules: Rules) -> str | None:
+    """Why the scheduler aborts on a claim of the workload before any search, if it does."""
+    for claim in (*workload.claims, *workload.shared):
+        refused = refusal(claim, rules)
+        if refused is not None:
+            return refused
+    return None
+
+
+def _capped(found: tuple[int, int | None], count: int | None) -> tuple[int, int | None]:
+    """The copies found and their most, asked with a count: no more than it."""
+    copies, most = found
+    if count is None:
+        return found
+    return min(copies, count), None if most is None else min(most, count)
 
 
 def _copy_claim(claim: ResourceClaim, copy: int) -> ResourceClaim:
@@ -191,17 +214,11 @@ def _answer(
     rules = rules_for(opts.profile)
     classes = {c.name: c for c in world.classes}
     _check(workload, classes)
-    if not workload.claims:
-        raise FitError(
-            f"every claim of {workload.label} is shared (resourceClaimName): DRA decides "
-            "where its copies may run, not how many"
-        )
     out = FitResult(workload.label, 0, 0, False, count)
-    for claim in (*workload.claims, *workload.shared):
-        refused = refusal(claim, rules)
-        if refused is not None:
-            out.stopped, out.blocker = "aborts", f"the scheduler aborts: {refused}"
-            return out
+    refused = _aborts(workload, rules)
+    if refused is not None:
+        out.stopped, out.blocker = "aborts", f"the scheduler aborts: {refused}"
+        return out
     base = index_allocations(world.claims) if allocations is None else allocations
     if results is None:
         results = compute_world(world, opts, allocations=base)
@@ -223,11 +240,7 @@ def _answer(
     groups = _groups(q, nodes, pending, out, memo)
     q.tried = nodes
     board = memo.board_for(groups, nodes)
-    out.copies, out.max_copies = board.explore(q, count)
-    if count is not None:
-        out.copies = min(out.copies, count)
-        if out.max_copies is not None:
-            out.max_copies = min(out.max_copies, count)
+    out.copies, out.max_copies = _capped(board.explore(q, count), count)
     out.bounded = out.max_copies is None
     out.nodes = _alone(q, board, count, bool(pending))
     if memo.reused and q.spent:

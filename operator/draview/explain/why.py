@@ -467,7 +467,7 @@ class Explainer:
             if i % (64 * DEVICES_PER_STEP) == 0:
                 yield
             by_id[d.id] = d
-        groups: list[tuple[str, int, dict[Any, int]]] = []
+        groups: _Offered = []
         for r in requests:
             for ch in r.choices:
                 if ch.request.split("/")[0] not in names and ch.request not in names:
@@ -484,33 +484,8 @@ class Explainer:
         if not groups:
             return None
         if c.match_attribute:
-            common = set(groups[0][2])
-            for _, _, values in groups[1:]:
-                common &= set(values)
-            if any(all(vals.get(v, 0) >= n for _, n, vals in groups) for v in common):
-                return None
-            detail = "; ".join(
-                f"{req}: "
-                + (
-                    ", ".join(f"{v} x{n}" for v, n in sorted(vals.items(), key=str))
-                    or "no free device has it"
-                )
-                for req, _, vals in groups
-            )
-            return (
-                f"matchAttribute {attr}: no single value is shared by enough free devices "
-                f"of requests {', '.join(g[0] for g in groups)} ({detail})"
-            )
-        distinct: set[Any] = set()
-        for _, _, vals in groups:
-            distinct |= set(vals)
-        need = sum(n for _, n, _ in groups)
-        if len(distinct) >= need:
-            return None
-        return (
-            f"distinctAttribute {attr}: needs {need} different values, "
-            f"free devices have {len(distinct)}"
-        )
+            return _unmatched(attr, groups)
+        return _not_distinct(attr, groups)
 
     # -- the claim -----------------------------------------------------------------------
     def explain(
@@ -625,3 +600,42 @@ class Explainer:
             "a scheduling delay or a combination the allocator cannot find may keep it "
             "pending (try --node NODE)"
         )
+
+
+# A constraint's requests: each one's name, the devices it asks for, and how many of its
+# free devices offer each value of the attribute.
+_Offered = list[tuple[str, int, dict[Any, int]]]
+
+
+def _unmatched(attr: str, groups: _Offered) -> str | None:
+    """matchAttribute: why no single value is offered by enough free devices of every
+    request, or None when one is."""
+    common = set(groups[0][2])
+    for _, _, values in groups[1:]:
+        common &= set(values)
+    if any(all(vals.get(v, 0) >= n for _, n, vals in groups) for v in common):
+        return None
+    detail = "; ".join(
+        f"{req}: "
+        + (
+            ", ".join(f"{v} x{n}" for v, n in sorted(vals.items(), key=str))
+            or "no free device has it"
+        )
+        for req, _, vals in groups
+    )
+    return (
+        f"matchAttribute {attr}: no single value is shared by enough free devices "
+        f"of requests {', '.join(g[0] for g in groups)} ({detail})"
+    )
+
+
+def _not_distinct(attr: str, groups: _Offered) -> str | None:
+    """distinctAttribute: why the free devices offer too few different values, or None."""
+    distinct: set[Any] = set()
+    for _, _, vals in groups:
+        distinct |= set(vals)
+    need = sum(n for _, n, _ in groups)
+    if len(distinct) >= need:
+        return None
+    have = len(distinct)
+    return f"distinctAttribute {attr}: needs {need} different values, free devices have {have}"
