@@ -392,8 +392,8 @@ class CelEngine:
     def _evaluator(self, expression: str, program: celpy.Runner, lists: str) -> _Evaluate:
         """_evaluate for one expression and `lists`, for a device not met before. For a
         selector that reads fixed paths (most), one pass without a DeviceInput: the check
-        that every attribute converts, then the result by the values it reads; the
-        caches filled are _evaluate's, so either finds what the other left."""
+        that every attribute converts, then the result by the values it reads. The results
+        are cached under _evaluate's keys, so either finds what the other left."""
         paths = self._reads.get(expression)
         if paths is None or self._driver_only.get(expression):
 
@@ -427,4 +427,3 @@ class CelEngine:
 
 # A device's result for one expression, not met before: (driver, device, device key).
 _Evaluate = Callable[[str, Device, Hashable], EvalResult]
-_UNCHECKED: Any = object()  # a device key not yet in CelEngine._convertible
