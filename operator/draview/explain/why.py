@@ -240,7 +240,8 @@ class Explainer:
         if (
             state not in ("Allocated", "PartiallyAllocated")
             and not choice.admin_access
-            and not pool.counters_fit(d)
+            # The engine's verdict first: most devices a fit's copies leave behind.
+            and (reason == "InsufficientSharedCapacity" or not pool.counters_fit(d))
         ):
             return "InsufficientSharedCapacity", "shared counters left are too small"
         if choice.capacity_requests:
