@@ -291,14 +291,11 @@ class NodeSearch:
             if undo is None:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
-        plain = not data.choice.admin_access
         counters = self.counters
         for loc, d, pool in self._candidates(start):
-            dev = d.device
-            if plain and (dev.name in pool.allocated.dedicated or d.id in self.allocating):
-                continue  # in use (_fits): most devices the walk passes
             if not self._fits(data, d, pool):
                 continue
+            dev = d.device
             if (
                 dev.consumes_counters
                 and not dev.allow_multiple_allocations
