@@ -34,7 +34,7 @@ from draview.cel.device import (
     driver_activation,
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
-from draview.cel.reads import Reads, content_key, keyer, reads
+from draview.cel.reads import Reads, keyer, reads
 from draview.cel.values import CelValueError
 
 # Where cel-python's CEL parser is cached (set_parser_cache); None: built in memory.
@@ -158,6 +158,8 @@ class CelEngine:
         # every selector on the device (device.check_attributes).
         self._convertible: dict[Hashable, CelRuntimeError | None] = {}
         self._results: dict[tuple[str, Hashable], EvalResult] = {}
+        # Per expression and list mode, a selector's evaluator by what it reads (_by_content).
+        self._content: dict[tuple[str, str], _Evaluate] = {}
         self._values: dict[tuple[str, Hashable], Typed | CelRuntimeError] = {}
         self._activations: dict[Hashable, celtypes.MapType | CelRuntimeError] = {}
         self._max = max_results
@@ -259,7 +261,8 @@ class CelEngine:
         if self._driver_only.get(expression):
             result = self._by_driver(expression, program, inp, key)
         elif paths is not None:
-            result = self._by_content(expression, program, inp, key, paths)
+            by_content = self._by_content(expression, program, paths, inp.lists)
+            return by_content(inp.driver, inp.device, key)  # caches under `key` itself
         else:
             result = self._result(program, self._activation(inp, key))
         if key is not None:
@@ -279,22 +282,6 @@ class CelEngine:
         if key is not None:
             self._convertible[key] = problem
         return problem
-
-    def _by_content(
-        self, expression: str, program: celpy.Runner, inp: DeviceInput, key: Hashable, paths: Reads
-    ) -> EvalResult:
-        """A selector that reads fixed paths of the device: evaluated once per distinct
-        value of those paths (cel/reads.py), after the check that fails it on a device
-        whose attributes CEL cannot hold."""
-        problem = self._problem(inp, key)
-        if problem is not None:
-            return problem
-        entry = (expression, ("values", content_key(paths, inp.driver, inp.device, inp.lists)))
-        hit = self._results.get(entry)
-        if hit is None:
-            hit = self._result(program, self._activation(inp, key))
-            self._remember(self._results, entry, hit)
-        return hit
 
     def _result(
         self, program: celpy.Runner, activation: celtypes.MapType | CelRuntimeError
@@ -390,10 +377,8 @@ class CelEngine:
         return match
 
     def _evaluator(self, expression: str, program: celpy.Runner, lists: str) -> _Evaluate:
-        """_evaluate for one expression and `lists`, for a device not met before. For a
-        selector that reads fixed paths (most), one pass without a DeviceInput: the check
-        that every attribute converts, then the result by the values it reads. The results
-        are cached under _evaluate's keys, so either finds what the other left."""
+        """_evaluate for one expression and `lists`, for a device not met before: without
+        a DeviceInput for a selector that reads fixed paths (most; _by_content)."""
         paths = self._reads.get(expression)
         if paths is None or self._driver_only.get(expression):
 
@@ -401,6 +386,19 @@ class CelEngine:
                 return self._evaluate(expression, program, DeviceInput(driver, device, lists), seen)
 
             return general
+        return self._by_content(expression, program, paths, lists)
+
+    def _by_content(
+        self, expression: str, program: celpy.Runner, paths: Reads, lists: str
+    ) -> _Evaluate:
+        """A selector that reads fixed paths of the device, seen as `lists`: evaluated once
+        per distinct value of those paths (cel/reads.py), after the check that fails it on
+        a device whose attributes CEL cannot hold; the result cached under the device's
+        key as well. One per expression and `lists`, kept: evaluate and every matcher
+        share it, its keys planned once per driver."""
+        found = self._content.get((expression, lists))
+        if found is not None:
+            return found
         results = self._results
         keyers: dict[str, Callable[[Device], tuple[Any, ...]]] = {}
 
@@ -422,6 +420,7 @@ class CelEngine:
             self._remember(results, (expression, seen), result)
             return result
 
+        self._content[(expression, lists)] = by_content
         return by_content
 
 
