@@ -240,13 +240,10 @@ def keyer(paths: Reads, driver: str, lists: str) -> Callable[[Device], tuple[Any
             if spelled is None:
                 parts.append(driver)
                 continue
-            raw = held = None
-            for name in spelled:
-                if name in attributes:
-                    if held is not None:
-                        return content_key(paths, driver, device, lists)  # _NOT_ONE
-                    held, raw = name, attributes[name]
-            parts.append(typed(raw) if raw is not None else _ABSENT)
+            value = _one_of(attributes, spelled)
+            if value is _NOT_ONE:
+                return content_key(paths, driver, device, lists)  # _by_domain's order decides
+            parts.append(value)
         return tuple(parts)
 
     return key
