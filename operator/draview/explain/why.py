@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import ChainMap, defaultdict
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,7 @@ from draview.explain.checks import capacity_problem, taint_text, untolerated
 from draview.explain.constraints import Attributes, list_mode
 from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice, PoolDevices
-from draview.explain.joined import Joined
+from draview.explain.joined import Joined, JoinedMap
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
 from draview.explain.steps import Steps, finish
 
@@ -187,7 +187,7 @@ class _Standing:
                 for reason, parts in self.blocked.items()
                 if self.blocked_len[reason]
             },
-            ChainMap(*details) if len(details) > 1 else (details[0] if details else {}),
+            JoinedMap(details) if len(details) > 1 else (details[0] if details else {}),
             self.runtime_errors,
             self.per_node,
         )
