@@ -11,11 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from draview.api.world import build_world
+from draview.engine.allocations import index_allocations
 from draview.engine.model import AllocRef, EngineOptions
+from draview.engine.pool import device_statuses
 from draview.engine.profile import RELEASES, all_gates_on, make_profile
 from draview.engine.rules import rules_for
 from draview.engine.verdict import AllocatedState
 from draview.engine.world import compute_world, world_objects
+from draview.explain.index import index_judged, index_pool
 from draview.quantity import parse_quantity
 
 SET_SIZES = {"memory": 8, "sm": 14}
@@ -231,3 +234,30 @@ def test_a_state_plus_refs_is_the_state_of_them_all(
     snapshot = repr(before)
     assert before.plus(more, rules) == AllocatedState.for_rules([*first, *more], rules)
     assert repr(before) == snapshot  # the state added to is left as it was
+
+
+@SETTINGS
+@given(worlds(), st.sampled_from(RELEASES), st.booleans())
+def test_devices_judged_again_are_those_compute_pool_gives(
+    objs: list[dict[str, Any]], release: str, all_on: bool
+) -> None:
+    # fit judges each pool its copies took devices in again with device_statuses, and
+    # indexes that (index_judged), instead of compute_pool's whole status read back.
+    profile = all_gates_on(release) if all_on else make_profile(release)
+    if not rules_for(profile).invalid_pool_is_node_local:
+        return  # 1.34 judges pools with the world: fit indexes compute_world's results
+    opts = EngineOptions(profile=profile)
+    world = build_world(objs)
+    bare = {r.key: r for r in compute_world(world, opts, allocations={})}
+    allocations = index_allocations(world.claims)
+    for full in compute_world(world, opts, allocations=allocations):
+        earlier = bare[full.key]
+        assert earlier.prepared is not None
+        judged = device_statuses(
+            full.key, earlier.prepared, allocations.get(full.key, ()), world.taint_rules, opts
+        )
+        current = len(earlier.prepared.current)
+        assert judged.statuses == [sr.status["devices"] for sr in full.slices[:current]]
+        again, shown = index_judged(earlier, judged), index_pool(full)
+        assert again.devices == shown.devices
+        assert again.remaining == shown.remaining

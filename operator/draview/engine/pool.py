@@ -176,7 +176,7 @@ class _PoolComputation:
             if ckey in self.left:
                 self.left[ckey] -= used
         self.has_capacity = False  # some device shows capacity: overcommit is possible
-        self.sets = _counter_sets(parsed, consumed, fmts, self.left)
+        self._sets: dict[str, CounterSetStatus] | None = None
         self.judgement = judge(
             prepared.views,
             prepared.flat,
@@ -187,6 +187,14 @@ class _PoolComputation:
             prepared.rules,
         )
         self._settle_aborts(aborts)
+
+    @property
+    def sets(self) -> dict[str, CounterSetStatus]:
+        """The counter sets as the pool's status shows them, rendered when first asked for:
+        `fit` judges pools again for their devices alone (device_statuses)."""
+        if self._sets is None:
+            self._sets = _counter_sets(self.parsed, self.consumed, self.consumed_fmt, self.left)
+        return self._sets
 
     def _settle_aborts(self, aborts: Aborts) -> None:
         """1.34: invalid pools that nodes gather refuse devices of every pool."""
@@ -417,8 +425,9 @@ def compute_pool(
     by_device: dict[str, list[AllocRef]] = defaultdict(list)
     for ref in allocations:
         by_device[ref.device].append(ref)
-    rules = [r for r in taint_rules if r.matches(*key)] if profile_rules.taint_rules else []
-    comp = _PoolComputation(key, prepared, by_device, rules, opts, aborts)
+    comp = _PoolComputation(
+        key, prepared, by_device, _taint_rules(key, taint_rules, profile_rules), opts, aborts
+    )
     _check_allocations(ps, prepared.parsed, by_device, comp.consumed, comp.consumed_fmt, errors)
     pool_acc = SummaryAcc()
     slice_results = _judge_slices(prepared, comp, pool_acc)
@@ -444,6 +453,48 @@ def compute_pool(
     return PoolResult(
         key, ps, pool_body, slice_results, node_name, errors, _states(summary), prepared, comp.alloc
     )
+
+
+def _taint_rules(
+    key: PoolKey, taint_rules: Sequence[DeviceTaintRule], profile_rules: Rules
+) -> list[DeviceTaintRule]:
+    """The DeviceTaintRules that apply to the pool's devices under the profile."""
+    return [r for r in taint_rules if r.matches(*key)] if profile_rules.taint_rules else []
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedDevices:
+    """A pool's newest devices as compute_pool judges them with some allocations: their
+    statuses, one list per current slice in the slice's device order, and what is left of
+    each counter (nanos)."""
+
+    statuses: list[list[DeviceStatus]]
+    left: Mapping[CounterKey, int]
+
+
+def device_statuses(
+    key: PoolKey,
+    prepared: PreparedPool,
+    allocations: Sequence[AllocRef],
+    taint_rules: Sequence[DeviceTaintRule],
+    options: EngineOptions,
+) -> JudgedDevices:
+    """The devices of the current slices, judged as compute_pool judges them with
+    `allocations`, without the rest of the pool's status (summaries, partitions,
+    conditions, counter sets rendered): `fit` judges every pool its copies took devices
+    in again only to explain the next copy. `prepared` must serve the options' profile
+    (PreparedPool.serves), and pools must be judged apart (no aborts: from 1.35)."""
+    rules_now = rules_for(options.profile)
+    if prepared.rules != rules_now or not rules_now.invalid_pool_is_node_local:
+        raise ValueError(f"pool {key}: prepared for another profile, or judged with the world")
+    by_device: dict[str, list[AllocRef]] = defaultdict(list)
+    for ref in allocations:
+        by_device[ref.device].append(ref)
+    rules = _taint_rules(key, taint_rules, prepared.rules)
+    comp = _PoolComputation(key, prepared, by_device, rules, options)
+    acc = SummaryAcc()
+    statuses = [comp.devices(i, acc, None) for i in range(len(prepared.current))]
+    return JudgedDevices(statuses, comp.left)
 
 
 def _fragmentation(

@@ -93,34 +93,6 @@ def compute_world(
     return judged(aborts, results) if aborts else results
 
 
-def judge_again(
-    earlier: PoolResult,
-    allocations: Sequence[AllocRef],
-    world: World,
-    options: EngineOptions | None = None,
-) -> PoolResult:
-    """The pool of `earlier` judged again with other allocations: what compute_world of
-    the same world gives it with these, where pools are judged apart (from 1.35), without
-    grouping the world's slices again. Its slices and nodes are those `earlier` was
-    judged with (its prepared views hold them)."""
-    prepared = earlier.prepared
-    if (
-        prepared is None
-        or not rules_for((options or EngineOptions()).profile).invalid_pool_is_node_local
-    ):
-        raise ValueError(f"pool {earlier.key}: judged with the world, not alone")
-    return compute_pool(
-        earlier.key,
-        [*earlier.pool.current, *earlier.pool.stale],
-        allocations,
-        world.taint_rules,
-        _problems(world).get(earlier.key, ()),
-        options,
-        prepared=prepared,
-        nodes=prepared.nodes,
-    )
-
-
 def _nodes(world: World) -> Sequence[NodeInfo]:
     """The nodes every pool is judged for: the world's, or those its slices imply."""
     if world.nodes is None:

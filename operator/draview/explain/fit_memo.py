@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from draview.api.world import World
 from draview.cel import CelEngine
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
-from draview.engine.pool import PoolResult
+from draview.engine.pool import PoolResult, device_statuses
 from draview.engine.rules import rules_for
-from draview.engine.world import judge_again
 from draview.explain.fit_board import Board
 from draview.explain.fit_search import NodeName, Question, node_groups
-from draview.explain.index import DeviceIndex, PoolDevices, index_pool
+from draview.explain.index import DeviceIndex, PoolDevices, index_judged, index_pool
 from draview.explain.why import Explainer
 
 
@@ -153,10 +152,13 @@ class FitMemo:
         it or its copies changed."""
         hit = self.indexed.get(r.key)
         if hit is None or hit[0] is not r or not (hit[1] is refs or hit[1] == refs):
-            judged = r
-            if refs is not None:
-                judged = judge_again(r, [*base.get(r.key, ()), *refs], world, opts)
-            hit = self.indexed[r.key] = (r, refs, index_pool(judged, world.taint_rules))
+            if refs is None or r.prepared is None:
+                devices = index_pool(r, world.taint_rules)
+            else:
+                allocations = [*base.get(r.key, ()), *refs]
+                judged = device_statuses(r.key, r.prepared, allocations, world.taint_rules, opts)
+                devices = index_judged(r, judged, world.taint_rules)
+            hit = self.indexed[r.key] = (r, refs, devices)
         index.add(r, hit[2])
 
     def groups_of(self, q: Question, nodes: list[NodeName]) -> list[tuple[NodeName, ...]]:

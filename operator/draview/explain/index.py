@@ -10,11 +10,11 @@ from itertools import chain
 from draview.api.slices import Device, ResourceSlice, Taint
 from draview.api.status import DeviceStatus
 from draview.api.taints import DeviceTaintRule
-from draview.engine.flatten import flatten_slice
+from draview.engine.flatten import FlatSlice, flatten_slice
 from draview.engine.model import PoolKey
-from draview.engine.pool import PoolResult
+from draview.engine.pool import JudgedDevices, PoolResult
 from draview.engine.taints import effective_taints
-from draview.engine.validate import CounterKey, parse_pool
+from draview.engine.validate import CounterKey, ParsedPool, parse_pool
 from draview.quantity import QuantityError, parse_quantity
 
 
@@ -67,7 +67,6 @@ class PoolDevices:
 
 
 def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> PoolDevices:
-    driver, pool = result.key
     statuses = {sr.slice.name: {d["name"]: d for d in sr.status["devices"]} for sr in result.slices}
     remaining: dict[CounterKey, int] = {}
     for cs in result.status.get("counterSets", []):
@@ -83,6 +82,38 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
     else:
         flat = [flatten_slice(s) for s in result.pool.current]
         parsed = parse_pool(flat)
+    by_slice = []
+    for fs in flat:
+        of_slice = statuses.get(fs.slice.name)
+        if of_slice is not None:
+            by_slice.append((fs, [of_slice.get(dev.name) for dev in fs.devices]))
+    return _pool_devices(result, by_slice, parsed, remaining, rules)
+
+
+def index_judged(
+    result: PoolResult, judged: JudgedDevices, rules: Sequence[DeviceTaintRule] = ()
+) -> PoolDevices:
+    """index_pool of the pool of `result` judged again with other allocations
+    (device_statuses): the statuses and counters as the engine has them, not read back
+    from a rendered status."""
+    prepared = result.prepared
+    if prepared is None:
+        raise ValueError(f"pool {result.key}: judged without its prepared slices")
+    by_slice = list(zip(prepared.current, judged.statuses, strict=True))
+    return _pool_devices(result, by_slice, prepared.parsed, dict(judged.left), rules)
+
+
+def _pool_devices(
+    result: PoolResult,
+    by_slice: Sequence[tuple[FlatSlice, Sequence[DeviceStatus | None]]],
+    parsed: ParsedPool,
+    remaining: dict[CounterKey, int],
+    rules: Sequence[DeviceTaintRule],
+) -> PoolDevices:
+    """Each device of the slices with its status (in the slice's device order; None: the
+    status does not show it)."""
+    driver, pool = result.key
+    prepared = result.prepared
     # 1.34 hands out the devices of a pool that looks incomplete.
     complete = result.pool.complete or (
         prepared is not None and not prepared.rules.incomplete_pools_refused
@@ -91,12 +122,8 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
     generation = result.pool.generation
     needs = parsed.needs_nanos
     devices = []
-    for fs in flat:
-        of_slice = statuses.get(fs.slice.name)
-        if of_slice is None:
-            continue
-        for dev in fs.devices:
-            st = of_slice.get(dev.name)
+    for fs, statuses in by_slice:
+        for dev, st in zip(fs.devices, statuses, strict=True):
             if st is None:
                 continue
             devices.append(
