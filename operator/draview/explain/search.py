@@ -14,6 +14,7 @@ distinctAttribute until 1.36) they are mirrored on purpose.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -292,19 +293,31 @@ class NodeSearch:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
         counters = self.counters
+        # _fits and the counters' refusal for each device walked past, with what they
+        # read per pool looked up once per pool: most of a search's time.
+        admin, claim, allocating = data.choice.admin_access, self._claim(data), self.allocating
+        early = not self.groups_checked
+        at: NodePool | None = None
+        dedicated: AbstractSet[str] = frozenset()
+        left: Counted | None = None
         for loc, d, pool in self._candidates(start):
-            if not self._fits(data, d, pool):
+            if pool is not at:
+                at, dedicated, left = pool, pool.allocated.dedicated, None
+            if admin:
+                if claim in allocating.get(d.id, ()):
+                    continue
+            elif d.device.name in dedicated or d.id in allocating:
+                continue
+            if not self._selectable(data, d) or not self._capacity_ok(data, d, pool):
                 continue
             dev = d.device
-            if (
-                dev.consumes_counters
-                and not dev.allow_multiple_allocations
-                and not self.groups_checked
-                and counters.short(d, pool)
-            ):
+            if early and dev.consumes_counters and not dev.allow_multiple_allocations:
                 # _allocate would refuse it at the counters with nothing taken or
                 # checked before: most of the rest.
-                continue
+                if left is None:
+                    left = counters.counted(pool)
+                if left.short(d.debits):
+                    continue
             undo = self._allocate(data, d, pool, must=False, slot=di)
             if undo is None:
                 continue
@@ -367,15 +380,8 @@ class NodeSearch:
                 for dj, d in enumerate(pool.slices[sj]):
                     yield (pi, sj, dj), d, pool
 
-    def _fits(self, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
-        """The checks before allocateDevice: in use, selectors, capacity."""
-        admin = data.choice.admin_access
-        if admin and self._claim(data) in self.allocating.get(d.id, ()):
-            return False
-        if not admin and self._in_use(d, pool):
-            return False
-        if not self._selectable(data, d):
-            return False
+    def _capacity_ok(self, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
+        """The capacity check before allocateDevice (after in use and the selectors)."""
         used = pool.allocated.capacity.get(d.device.name)
         allocating = self.allocating_capacity.get(d.id)
         if (
@@ -606,18 +612,40 @@ def _nothing() -> None:
     return None
 
 
+@dataclass(slots=True)
+class Counted:
+    """One pool's counters in one attempt, in nanos: what is left of each, what the
+    attempt took, and whether some counter was already below zero."""
+
+    available: Mapping[CounterKey, int]
+    consumed: dict[CounterKey, int]
+    overdrawn: bool
+
+    def short(self, debits: Sequence[tuple[CounterKey, int]]) -> bool:
+        """Whether reserve refuses a device with these debits: what is left, less what
+        this attempt took, does not cover them. A counter the attempt does not touch
+        still fails when already negative; every other passed when it was last reserved
+        and has not grown since: only the device's own debits need looking at."""
+        if self.overdrawn:
+            return True
+        available, consumed = self.available, self.consumed
+        for key, n in debits:
+            left = available.get(key)
+            if left is not None and left < consumed.get(key, 0) + n:
+                return True
+        return False
+
+
 class _Counters:
-    """Counters left and taken by one attempt, in nanos. Until 1.36.5 the allocator cached
-    both maps under the pool's name alone, so two drivers with equally named pools shared
+    """Counters left and taken by one attempt. Until 1.36.5 the allocator cached both
+    maps under the pool's name alone, so two drivers with equally named pools shared
     them within one Allocate call; from 1.36.6 and in 1.37 under (driver, pool)
     (rules.counters_by_pool_id)."""
 
     def __init__(self, by_pool_id: bool, left_of: LeftOf = counters_left) -> None:
         self.by_pool_id = by_pool_id
         self.left_of = left_of
-        self.available: dict[str, Mapping[CounterKey, int]] = {}
-        self.consumed: dict[str, dict[CounterKey, int]] = {}
-        self.overdrawn: dict[str, bool] = {}  # some counter already below zero
+        self.pools: dict[str, Counted] = {}
         self._keys: dict[int, str] = {}
 
     def _key(self, pool: NodePool) -> str:
@@ -630,43 +658,35 @@ class _Counters:
             found = self._keys[id(pool)] = f"{pool.driver}/{pool.pool}" if by_id else pool.pool
         return found
 
-    def short(self, d: SearchDevice, pool: NodePool) -> bool:
-        """Whether reserve refuses the device: what is left, less what this attempt took,
-        does not cover its debits."""
+    def counted(self, pool: NodePool) -> Counted:
+        """The pool's counters in this attempt (shared with every pool of its key)."""
         name = self._key(pool)
-        available = self.available.get(name)
-        if available is None:
-            available = self.left_of(pool.parsed, pool.allocated) if pool.parsed else {}
-            self.available[name] = available
-        # A counter this attempt does not touch still fails when already negative (per
-        # slice, 1.34, only the device's own slice's counters count, all in its debits).
-        # Every other counter passed when it was last reserved and has not grown since:
-        # only the device's own debits need looking at.
-        if pool.parsed is None or not pool.parsed.per_slice:
-            overdrawn = self.overdrawn.get(name)
-            if overdrawn is None:
-                overdrawn = self.overdrawn[name] = any(v < 0 for v in available.values())
-            if overdrawn:
-                return True
-        consumed = self.consumed.get(name)
-        if consumed is None:
-            consumed = self.consumed[name] = {}
-        for key, n in d.debits:
-            left = available.get(key)
-            if left is not None and left < consumed.get(key, 0) + n:
-                return True
-        return False
+        found = self.pools.get(name)
+        if found is None:
+            parsed = pool.parsed
+            available = self.left_of(parsed, pool.allocated) if parsed else {}
+            # Per slice (1.34) only the device's own slice's counters count, all in its
+            # debits: no counter fails a device that does not debit it.
+            overdrawn = (parsed is None or not parsed.per_slice) and any(
+                v < 0 for v in available.values()
+            )
+            found = self.pools[name] = Counted(available, {}, overdrawn)
+        return found
+
+    def short(self, d: SearchDevice, pool: NodePool) -> bool:
+        return self.counted(pool).short(d.debits)
 
     def reserve(self, d: SearchDevice, pool: NodePool) -> bool:
         # Checked before anything is taken, so a refusal has nothing to give back.
-        if self.short(d, pool):
+        counted = self.counted(pool)
+        if counted.short(d.debits):
             return False
-        consumed = self.consumed[self._key(pool)]
+        consumed = counted.consumed
         for key, n in d.debits:
             consumed[key] = consumed.get(key, 0) + n
         return True
 
     def release(self, d: SearchDevice, pool: NodePool) -> None:
-        consumed = self.consumed[self._key(pool)]
+        consumed = self.counted(pool).consumed
         for key, n in d.debits:
             consumed[key] -= n
