@@ -93,3 +93,21 @@ def test_a_claim_for_two_devices_finds_one_from_135() -> None:
 
     assert outcomes(all_gates_on("1.36")) == {UNSCHEDULABLE}
     assert outcomes(all_gates_on("1.34")) == {FITS}
+
+
+def test_pools_that_share_a_debits_list_share_it_in_nanos() -> None:
+    # A thousand MIG nodes publish the same consumption maps; the reader interns them
+    # and every pool parses each once (validate._SHARED_DEBITS). Their nanos, which the
+    # searches read for every device, are worked out once per list as well.
+    sets = {"gpu-0": {"memory": "40Gi", "sm": "98"}}
+    mig = device("mig-1", counters={"gpu-0": {"memory": "5Gi", "sm": "14"}})
+    objs = []
+    for n in range(2):
+        objs.append(rslice(f"n{n}-counters", None, pool=f"n{n}", count=2, counter_sets=sets))
+        objs.append(rslice(f"n{n}-devices", [mig], pool=f"n{n}", count=2))
+    results = compute_world(world(*objs), EngineOptions(profile=all_gates_on("1.36")))
+    parsed = [r.prepared.parsed for r in results if r.prepared is not None]
+    first, second = (p.needs_nanos("mig-1") for p in parsed)
+    assert first == ((("gpu-0", "memory"), 5 * 2**30 * 10**9), (("gpu-0", "sm"), 14 * 10**9))
+    assert parsed[0].needs("mig-1") is parsed[1].needs("mig-1")
+    assert first is second
