@@ -13,7 +13,7 @@ from test_cel_compiled import corpus  # noqa: F401  (the fixture)
 from draview.api.slices import Device
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError, DeviceInput
 from draview.cel.device import LISTS_ABSENT, LISTS_EXPOSED, LISTS_REFUSED
-from draview.cel.reads import _attribute, _by_domain, content_key, keyer
+from draview.cel.reads import _attribute, _by_domain, content_key, keyer, plain_keyer
 
 DRIVER = "gpu.example.com"
 
@@ -180,6 +180,7 @@ def test_one_attribute_is_read_as_grouping_by_domain_reads_it(
     # content_key looks one attribute up by the names it may be written as; the values
     # it gives are those of grouping every attribute by domain, as the activation does.
     dev = Device.model_validate({"name": "d", "attributes": attributes})
+    twice = sum(n in attributes for n in (f"{DRIVER}/model", "model", "/model")) > 1
     grouped = _by_domain(dev.attributes, DRIVER).get(path[1], {})
     want = _attribute(grouped.get(path[2]))
     assert content_key(frozenset({path}), DRIVER, dev, LISTS_EXPOSED) == (LISTS_EXPOSED, want)
@@ -187,3 +188,31 @@ def test_one_attribute_is_read_as_grouping_by_domain_reads_it(
     paths = frozenset({path, ("driver",)})
     for lists in (LISTS_EXPOSED, LISTS_ABSENT):
         assert keyer(paths, DRIVER, lists)(dev) == content_key(paths, DRIVER, dev, lists)
+        # The one-pass keyer gives the same key, or leaves a name written two ways to them.
+        fast = plain_keyer(paths, DRIVER, lists)(dev)
+        assert fast == content_key(paths, DRIVER, dev, lists) or (fast is None and twice)
+        assert fast is not None or twice
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"model": {"version": "1.0.0"}},  # a version converts only when it parses
+        {"model": {"strings": ["a"]}},
+        {"model": {"string": 1}},
+        {"model": {"string": "a", "int": 1}},
+        {"model": None},
+    ],
+)
+def test_the_one_pass_keyer_leaves_attributes_that_are_not_plain_to_the_check(
+    attributes: dict[str, Any],
+) -> None:
+    dev = Device(name="d", attributes=attributes)  # as written, not validated
+    paths = frozenset({("attributes", DRIVER, "other"), ("driver",)})
+    assert plain_keyer(paths, DRIVER, LISTS_EXPOSED)(dev) is None
+
+
+def test_the_one_pass_keyer_reads_only_what_keyer_plans_name_by_name() -> None:
+    dev = Device.model_validate({"name": "d", "attributes": {"model": {"string": "a"}}})
+    whole_domain = frozenset({("attributes", DRIVER)})
+    assert plain_keyer(whole_domain, DRIVER, LISTS_EXPOSED)(dev) is None

@@ -111,9 +111,9 @@ def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
     return out
 
 
-# Attribute kinds whose conversion cannot fail.
-_PLAIN: dict[str, type] = {"string": str, "bool": bool, "int": int}
-_ALWAYS = frozenset(_PLAIN)
+# Attribute kinds whose conversion cannot fail (a version's can), by their value's type.
+PLAIN: dict[str, type] = {"string": str, "bool": bool, "int": int}
+_ALWAYS = frozenset(PLAIN)
 
 
 def check_attributes(inp: DeviceInput) -> None:
@@ -130,7 +130,7 @@ def attribute_problem(device: Device, lists: str) -> str | None:
     for name, raw in device.attributes.items():
         if type(raw) is dict and len(raw) == 1:
             ((kind, value),) = raw.items()
-            if _PLAIN.get(kind) is type(value):
+            if PLAIN.get(kind) is type(value):
                 continue  # a string, int or bool converts: most attributes, every device
         kind, value = typed(raw)
         if kind not in _ALWAYS:

@@ -34,7 +34,7 @@ from draview.cel.device import (
     driver_activation,
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
-from draview.cel.reads import Reads, keyer, reads
+from draview.cel.reads import Reads, keyer, plain_keyer, reads
 from draview.cel.values import CelValueError
 
 # Where cel-python's CEL parser is cached (set_parser_cache); None: built in memory.
@@ -401,17 +401,25 @@ class CelEngine:
             return found
         results = self._results
         keyers: dict[str, Callable[[Device], tuple[Any, ...]]] = {}
+        plain: dict[str, Callable[[Device], tuple[Any, ...] | None]] = {}
 
         def by_content(driver: str, device: Device, seen: Hashable) -> EvalResult:
-            problem = attribute_problem(device, lists)
+            fast = plain.get(driver)
+            if fast is None:
+                fast = plain[driver] = plain_keyer(paths, driver, lists)
+            # The key and the convertibility check in one pass, for most devices.
+            values = fast(device)
+            problem = attribute_problem(device, lists) if values is None else None
             result: EvalResult | None
             if problem is not None:
                 result = CelRuntimeError(problem)
             else:
-                content = keyers.get(driver)
-                if content is None:
-                    content = keyers[driver] = keyer(paths, driver, lists)
-                entry = (expression, ("values", content(device)))
+                if values is None:
+                    content = keyers.get(driver)
+                    if content is None:
+                        content = keyers[driver] = keyer(paths, driver, lists)
+                    values = content(device)
+                entry = (expression, ("values", values))
                 result = results.get(entry)
                 if result is None:
                     activation = self._activation(DeviceInput(driver, device, lists), seen)

@@ -25,6 +25,7 @@ import lark
 from draview.api.attrvalues import typed
 from draview.api.names import split_name
 from draview.api.slices import Device
+from draview.cel.device import PLAIN
 
 Path = tuple[str, ...]
 Reads = frozenset[Path]
@@ -247,6 +248,46 @@ def keyer(paths: Reads, driver: str, lists: str) -> Callable[[Device], tuple[Any
         return tuple(parts)
 
     return key
+
+
+def plain_keyer(
+    paths: Reads, driver: str, lists: str
+) -> Callable[[Device], tuple[Any, ...] | None]:
+    """For a plan `keyer` reads name by name: the key it gives, with one pass over the
+    device's attributes that also answers the convertibility check (device.py's
+    attribute_problem), for a device whose attributes are all plain strings, ints and
+    bools (most) and that writes no name read here two ways; None for any other device
+    (then the check and `keyer` decide), and for every device under any other plan."""
+    plan = _plan(paths, driver)
+    if not all(spelled is not None or path == ("driver",) for path, spelled in plan):
+        return _none
+    slot: dict[str, int] = {}
+    start: list[Any] = [lists]
+    for i, (_, spelled) in enumerate(plan, start=1):
+        start.append(driver if spelled is None else _ABSENT)
+        for name in spelled or ():
+            slot[name] = i
+
+    def key(device: Device) -> tuple[Any, ...] | None:
+        parts = start.copy()
+        for name, raw in device.attributes.items():
+            if type(raw) is not dict or len(raw) != 1:
+                return None
+            ((kind, value),) = raw.items()
+            if PLAIN.get(kind) is not type(value):
+                return None
+            i = slot.get(name)
+            if i is not None:
+                if parts[i] is not _ABSENT:
+                    return None  # written two ways: the order decides (_one_of)
+                parts[i] = (kind, value)
+        return tuple(parts)
+
+    return key
+
+
+def _none(device: Device) -> None:
+    return None
 
 
 def _general_key(paths: Reads, driver: str, lists: str, device: Device) -> tuple[Any, ...]:
