@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice, product
+from operator import attrgetter
 
 from draview.api.claims import Constraint, Request, ResourceClaim
 from draview.api.taints import DeviceClass
@@ -43,6 +44,9 @@ from draview.explain.search import (
 SEARCH_STEPS = 200_000
 
 NodeName = str | None
+
+# Whether a SearchDevice is shareable, read in C over every device of a node (resumes_on).
+_SHAREABLE = attrgetter("device.allow_multiple_allocations")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -344,11 +348,10 @@ class Question:
         found = self._resumes.get(node)
         if found is None:
             found = self._resumes[node] = self.resumable and not any(
-                d.device.allow_multiple_allocations
+                any(map(_SHAREABLE, devices))  # a C pass over every device of the node
                 for combo in range(len(self.combos))
                 for p in self.pools(node, combo)
                 for devices in p.slices
-                for d in devices
             )
         return found
 

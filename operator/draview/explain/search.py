@@ -667,8 +667,10 @@ class _Counters:
             available = self.left_of(parsed, pool.allocated) if parsed else {}
             # Per slice (1.34) only the device's own slice's counters count, all in its
             # debits: no counter fails a device that does not debit it.
-            overdrawn = (parsed is None or not parsed.per_slice) and any(
-                v < 0 for v in available.values()
+            overdrawn = (
+                (parsed is None or not parsed.per_slice)
+                and bool(available)
+                and min(available.values()) < 0
             )
             found = self.pools[name] = Counted(available, {}, overdrawn)
         return found
