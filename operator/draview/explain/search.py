@@ -292,11 +292,31 @@ class NodeSearch:
             if undo is None:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
+        for loc, d, pool in self._takeable(data, start):
+            undo = self._allocate(data, d, pool, must=False, slot=di)
+            if undo is None:
+                continue
+            if ri == 0 and di == 0:
+                self.first_at = loc  # the last one set is the solution's
+            nxt: Location = (loc[0], loc[1], loc[2] + 1)
+
+            def go(n: Location = nxt) -> bool:
+                return self._one(ri, si, di + 1, in_sub, n)
+
+            if _attempt(undo, go):
+                return True
+        return False
+
+    def _takeable(
+        self, data: _Request, start: Location
+    ) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
+        """The candidates from `start` on that pass the checks before allocateDevice (in
+        use, the selectors, capacity), less those allocateDevice would refuse at the
+        counters with nothing taken. What the checks read per pool is looked up once per
+        pool: the devices walked past are most of a search's time."""
         counters = self.counters
-        # _fits and the counters' refusal for each device walked past, with what they
-        # read per pool looked up once per pool: most of a search's time.
         admin, claim, allocating = data.choice.admin_access, self._claim(data), self.allocating
-        early = not self.groups_checked
+        early = not self.groups_checked  # the counters are allocateDevice's first refusal
         at: NodePool | None = None
         dedicated: AbstractSet[str] = frozenset()
         left: Counted | None = None
@@ -312,25 +332,11 @@ class NodeSearch:
                 continue
             dev = d.device
             if early and dev.consumes_counters and not dev.allow_multiple_allocations:
-                # _allocate would refuse it at the counters with nothing taken or
-                # checked before: most of the rest.
                 if left is None:
                     left = counters.counted(pool)
                 if left.short(d.debits):
                     continue
-            undo = self._allocate(data, d, pool, must=False, slot=di)
-            if undo is None:
-                continue
-            if ri == 0 and di == 0:
-                self.first_at = loc  # the last one set is the solution's
-            nxt: Location = (loc[0], loc[1], loc[2] + 1)
-
-            def go(n: Location = nxt) -> bool:
-                return self._one(ri, si, di + 1, in_sub, n)
-
-            if _attempt(undo, go):
-                return True
-        return False
+            yield loc, d, pool
 
     def _first_subrequest(self, ri: int) -> bool:
         """firstAvailable: the subrequests in order, the first that can be satisfied wins;
