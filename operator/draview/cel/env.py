@@ -34,7 +34,7 @@ from draview.cel.device import (
     driver_activation,
 )
 from draview.cel.library import BUILTINS, FUNCTIONS
-from draview.cel.reads import Reads, keyer, plain_keyer, reads
+from draview.cel.reads import Keyer, Reads, keyer, plain_keyer, reads
 from draview.cel.values import CelValueError
 
 # Where cel-python's CEL parser is cached (set_parser_cache); None: built in memory.
@@ -400,25 +400,25 @@ class CelEngine:
         if found is not None:
             return found
         results = self._results
-        keyers: dict[str, Callable[[Device], tuple[Any, ...]]] = {}
-        plain: dict[str, Callable[[Device], tuple[Any, ...] | None]] = {}
+        # Per driver: the one-pass key of a device whose attributes are plain, and keyer.
+        planned: dict[str, tuple[Callable[[Device], tuple[Any, ...] | None], Keyer]] = {}
 
         def by_content(driver: str, device: Device, seen: Hashable) -> EvalResult:
-            fast = plain.get(driver)
-            if fast is None:
-                fast = plain[driver] = plain_keyer(paths, driver, lists)
+            plan = planned.get(driver)
+            if plan is None:
+                plan = planned[driver] = (
+                    plain_keyer(paths, driver, lists),
+                    keyer(paths, driver, lists),
+                )
             # The key and the convertibility check in one pass, for most devices.
-            values = fast(device)
+            values = plan[0](device)
             problem = attribute_problem(device, lists) if values is None else None
             result: EvalResult | None
             if problem is not None:
                 result = CelRuntimeError(problem)
             else:
                 if values is None:
-                    content = keyers.get(driver)
-                    if content is None:
-                        content = keyers[driver] = keyer(paths, driver, lists)
-                    values = content(device)
+                    values = plan[1](device)
                 entry = (expression, ("values", values))
                 result = results.get(entry)
                 if result is None:

@@ -180,6 +180,11 @@ def _plan(paths: Reads, driver: str) -> tuple[tuple[Path, tuple[str, ...] | None
     )
 
 
+def _by_name(plan: tuple[tuple[Path, tuple[str, ...] | None], ...]) -> bool:
+    """Whether the plan reads the driver and attributes by name alone (most selectors)."""
+    return all(spelled is not None or path == ("driver",) for path, spelled in plan)
+
+
 def _one_of(values: Mapping[str, Any], names: tuple[str, ...]) -> Any:
     """The value under the one of `names` that `values` holds, _ABSENT for none, and
     _NOT_ONE for several (then their order decides: _by_domain keeps the last)."""
@@ -225,12 +230,15 @@ def content_key(paths: Reads, driver: str, device: Device, lists: str) -> tuple[
     return tuple(parts)
 
 
-def keyer(paths: Reads, driver: str, lists: str) -> Callable[[Device], tuple[Any, ...]]:
+Keyer = Callable[[Device], tuple[Any, ...]]
+
+
+def keyer(paths: Reads, driver: str, lists: str) -> Keyer:
     """content_key for one driver and `lists`, its plan looked at once: for paths that
     are the driver and attributes by name (most selectors), each device costs a lookup
     per name it may be written as."""
     plan = _plan(paths, driver)
-    if not all(spelled is not None or path == ("driver",) for path, spelled in plan):
+    if not _by_name(plan):
         return functools.partial(_general_key, paths, driver, lists)
     names = tuple(spelled for _, spelled in plan)  # None: the driver
 
@@ -259,7 +267,7 @@ def plain_keyer(
     bools (most) and that writes no name read here two ways; None for any other device
     (then the check and `keyer` decide), and for every device under any other plan."""
     plan = _plan(paths, driver)
-    if not all(spelled is not None or path == ("driver",) for path, spelled in plan):
+    if not _by_name(plan):
         return _none
     slot: dict[str, int] = {}
     start: list[Any] = [lists]

@@ -422,9 +422,7 @@ def compute_pool(
         allocator=prepared.allocator_errors(), other=list(prepared.slice_errors)
     )
     errors.other.extend(problems)
-    by_device: dict[str, list[AllocRef]] = defaultdict(list)
-    for ref in allocations:
-        by_device[ref.device].append(ref)
+    by_device = _by_device(allocations)
     comp = _PoolComputation(
         key, prepared, by_device, _taint_rules(key, taint_rules, profile_rules), opts, aborts
     )
@@ -453,6 +451,13 @@ def compute_pool(
     return PoolResult(
         key, ps, pool_body, slice_results, node_name, errors, _states(summary), prepared, comp.alloc
     )
+
+
+def _by_device(allocations: Sequence[AllocRef]) -> dict[str, list[AllocRef]]:
+    by_device: dict[str, list[AllocRef]] = defaultdict(list)
+    for ref in allocations:
+        by_device[ref.device].append(ref)
+    return by_device
 
 
 def _taint_rules(
@@ -487,11 +492,8 @@ def device_statuses(
     rules_now = rules_for(options.profile)
     if prepared.rules != rules_now or not rules_now.invalid_pool_is_node_local:
         raise ValueError(f"pool {key}: prepared for another profile, or judged with the world")
-    by_device: dict[str, list[AllocRef]] = defaultdict(list)
-    for ref in allocations:
-        by_device[ref.device].append(ref)
     rules = _taint_rules(key, taint_rules, prepared.rules)
-    comp = _PoolComputation(key, prepared, by_device, rules, options)
+    comp = _PoolComputation(key, prepared, _by_device(allocations), rules, options)
     acc = SummaryAcc()
     statuses = [comp.devices(i, acc, None) for i in range(len(prepared.current))]
     return JudgedDevices(statuses, comp.left)

@@ -169,18 +169,19 @@ def _allocatable(fs: FlatSlice) -> tuple[Device, ...]:
 class _ByMap(Generic[V]):
     """What was parsed from a map that the fast reader interns (a thousand MIG nodes
     publish the same few dozen counter and consumption maps), shared by every pool that
-    reads that map under the same name. Keyed by the map's id and holding the map, so
-    that the id cannot be reused by another map while the entry lives; bounded."""
+    reads that map under the same name (or from what was parsed from it). Keyed by the
+    object's id and holding it, so that the id cannot be reused by another object while
+    the entry lives; bounded."""
 
     def __init__(self, most: int = 10_000) -> None:
         self.most = most
-        self.entries: dict[tuple[str, int], tuple[Mapping[str, str], V]] = {}
+        self.entries: dict[tuple[str, int], tuple[object, V]] = {}
 
-    def get(self, name: str, m: Mapping[str, str]) -> V | None:
+    def get(self, name: str, m: object) -> V | None:
         found = self.entries.get((name, id(m)))
         return found[1] if found is not None and found[0] is m else None
 
-    def put(self, name: str, m: Mapping[str, str], value: V) -> None:
+    def put(self, name: str, m: object, value: V) -> None:
         if len(self.entries) >= self.most:
             self.entries.clear()
         self.entries[(name, id(m))] = (m, value)
@@ -193,21 +194,16 @@ _ParsedSet = tuple[frozenset[str], list[tuple[CounterKey, Quantity]], list[SetRo
 _SHARED_DEBITS: _ByMap[list[tuple[CounterKey, Quantity]]] = _ByMap()
 _SHARED_SETS: _ByMap[_ParsedSet] = _ByMap()
 # Debits in nanos by the list they convert, which pools share (_SHARED_DEBITS): a
-# thousand MIG nodes' 208,000 devices hold 208 lists. Keyed by the list's id and holding
-# the list, as _ByMap; bounded.
-_NANOS: dict[int, tuple[list[tuple[CounterKey, Quantity]], tuple[tuple[CounterKey, int], ...]]] = {}
-_NANOS_MOST = 10_000
+# thousand MIG nodes' 208,000 devices hold 208 lists.
+_SHARED_NANOS: _ByMap[tuple[tuple[CounterKey, int], ...]] = _ByMap()
 
 
 def _in_nanos(debits: list[tuple[CounterKey, Quantity]]) -> tuple[tuple[CounterKey, int], ...]:
-    found = _NANOS.get(id(debits))
-    if found is not None and found[0] is debits:
-        return found[1]
-    nanos = tuple((k, q.nanos) for k, q in debits)
-    if len(_NANOS) >= _NANOS_MOST:
-        _NANOS.clear()
-    _NANOS[id(debits)] = (debits, nanos)
-    return nanos
+    found = _SHARED_NANOS.get("", debits)
+    if found is None:
+        found = tuple((k, q.nanos) for k, q in debits)
+        _SHARED_NANOS.put("", debits, found)
+    return found
 
 
 def _row(key: CounterKey, total: Quantity, text: str) -> SetRow:
