@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from draview.api.attrvalues import PLAIN, PlainAttributes
 from draview.api.fastslice import Interner, read_slice, slice_from_object
 from draview.api.slices import ResourceSlice, any_binding_conditions
 from draview.api.world import iter_objects
@@ -140,6 +141,33 @@ def test_a_damaged_slice_reads_the_same_or_falls_back(edits: list[Edit]) -> None
     fast = read_slice(copy.deepcopy(obj), Interner())
     if fast is not None:
         # repr, not ==: 1 == True, but a bool field must not come out as an int.
+        assert repr(fast) == repr(_models(obj))
+        for dev in fast.devices:
+            assert (type(dev.attributes) is PlainAttributes) == _plain(dev.attributes)
+
+
+def _plain(attributes: dict[str, Any]) -> bool:
+    """Every attribute one value of a kind CEL takes as it is (as cel/device.py's check
+    passes them one by one)."""
+    for raw in attributes.values():
+        if type(raw) is not dict or len(raw) != 1:
+            return False
+        ((kind, value),) = raw.items()
+        if PLAIN.get(kind) is not type(value):
+            return False
+    return True
+
+
+def test_attributes_are_marked_plain_only_when_every_one_is() -> None:
+    plain = {"a": {"string": "x"}, "b": {"int": 1}, "c": {"bool": True}}
+    odd = [{"version": "1.0.0"}, {"strings": ["x"]}, {"int": True}, {"string": 1}]
+    fast = read_slice(rslice("m", [{"name": "d", "attributes": plain}]), Interner())
+    assert fast is not None and type(fast.devices[0].attributes) is PlainAttributes
+    for value in odd:
+        obj = rslice("m", [{"name": "d", "attributes": {**plain, "z": value}}])
+        fast = read_slice(obj, Interner())
+        assert fast is not None, value
+        assert type(fast.devices[0].attributes) is dict, value
         assert repr(fast) == repr(_models(obj))
 
 

@@ -20,6 +20,21 @@ ELEMENT: Final[dict[str, str]] = {
     "versions": "version",
 }
 
+# Kinds whose value converts to CEL whatever it is (a version's may not), by their value's
+# type.
+PLAIN: Final[dict[str, type]] = {"string": str, "bool": bool, "int": int}
+
+
+class PlainAttributes(dict[str, Any]):
+    """A device's attributes when every one is written `{kind: value}` with a PLAIN kind
+    and a value of its type (most devices): the fast reader says so as it reads them, so
+    that CEL's first look at a device need not go over all of them again. Equal to the
+    dict it holds; any other reader's maps are plain dicts, judged attribute by
+    attribute."""
+
+    __slots__ = ()
+
+
 # (kind, value): ("string", "a"), ("strings", ("a", "b")); NONE for an attribute that holds
 # no value of a kind the API knows (the Go types leave every field nil).
 Typed = tuple[str, Any]

@@ -17,7 +17,7 @@ import json
 import marshal
 from typing import Any
 
-from draview.api.attrvalues import LISTS
+from draview.api.attrvalues import LISTS, PLAIN, PlainAttributes
 from draview.api.common import in_int64, is_optional, to_capacity
 from draview.api.construct import construct
 from draview.api.slices import (
@@ -211,26 +211,39 @@ def _policy_map(raw: dict[str, Any], cache: Interner) -> dict[str, Capacity] | N
 _POLICY_KEYS = frozenset({"value", "requestPolicy"})
 
 
+# A scalar's type -> the one kind CEL takes it as it is (attrvalues.PLAIN, turned round).
+_KIND: dict[type, str] = {t: kind for kind, t in PLAIN.items()}
+
+
 def _attributes(raw: Any, cache: Interner) -> dict[str, Any] | None:
     if type(raw) is not dict:
         return None
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = PlainAttributes()
+    plain = True
     table = cache.attributes
     strings = cache.strings
+    kind_of = _KIND.get
     for name, value in raw.items():
         if type(name) is not str:
             return None  # a YAML key such as 1 or true: the models refuse it
         if type(value) is dict and len(value) == 1:
             ((kind, v),) = value.items()
             kept = type(v)
-            if kept is str or kept is int or kept is bool:
+            plain_kind = kind_of(kept)
+            if plain_kind is not None:
                 value = table.setdefault((kind, kept, v), value)
-            elif kept is list:
-                key = _list_key(kind, v)
-                if key is not None:
-                    value = table.setdefault(key, value)
+                if kind != plain_kind:
+                    plain = False  # a version, or a kind its value does not have
+            else:
+                plain = False
+                if kept is list:
+                    key = _list_key(kind, v)
+                    if key is not None:
+                        value = table.setdefault(key, value)
+        else:
+            plain = False
         out[strings.setdefault(name, name)] = value
-    return out
+    return out if plain else dict(out)
 
 
 def _list_key(kind: str, values: list[Any]) -> tuple[str, type, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from celpy import celtypes
 
-from draview.api.attrvalues import ELEMENT, LISTS, SCALARS, typed
+from draview.api.attrvalues import ELEMENT, LISTS, PLAIN, SCALARS, PlainAttributes, typed
 from draview.api.names import split_name
 from draview.api.slices import Device
 from draview.cel.values import CelQuantity, CelSemver, CelValueError
@@ -111,8 +111,6 @@ def _by_domain(items: dict[str, Any], driver: str) -> DomainMap:
     return out
 
 
-# Attribute kinds whose conversion cannot fail (a version's can), by their value's type.
-PLAIN: dict[str, type] = {"string": str, "bool": bool, "int": int}
 _ALWAYS = frozenset(PLAIN)
 
 
@@ -127,6 +125,8 @@ def check_attributes(inp: DeviceInput) -> None:
 
 def attribute_problem(device: Device, lists: str) -> str | None:
     """What check_attributes raises, as text, or None where every attribute converts."""
+    if type(device.attributes) is PlainAttributes:
+        return None
     for name, raw in device.attributes.items():
         if type(raw) is dict and len(raw) == 1:
             ((kind, value),) = raw.items()

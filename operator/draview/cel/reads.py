@@ -22,10 +22,9 @@ from typing import Any
 
 import lark
 
-from draview.api.attrvalues import typed
+from draview.api.attrvalues import PLAIN, PlainAttributes, typed
 from draview.api.names import split_name
 from draview.api.slices import Device
-from draview.cel.device import PLAIN
 
 Path = tuple[str, ...]
 Reads = frozenset[Path]
@@ -265,7 +264,8 @@ def plain_keyer(
     device's attributes that also answers the convertibility check (device.py's
     attribute_problem), for a device whose attributes are all plain strings, ints and
     bools (most) and that writes no name read here two ways; None for any other device
-    (then the check and `keyer` decide), and for every device under any other plan."""
+    (then the check and `keyer` decide), and for every device under any other plan.
+    Attributes the reader marked plain (PlainAttributes) cost a lookup per name read."""
     plan = _plan(paths, driver)
     if not _by_name(plan):
         return _none
@@ -275,10 +275,22 @@ def plain_keyer(
         start.append(driver if spelled is None else _ABSENT)
         for name in spelled or ():
             slot[name] = i
+    read = tuple(slot.items())
 
     def key(device: Device) -> tuple[Any, ...] | None:
         parts = start.copy()
-        for name, raw in device.attributes.items():
+        attributes = device.attributes
+        if type(attributes) is PlainAttributes:
+            # Every attribute is plain (the reader checked): only the names read matter.
+            for name, at in read:
+                raw = attributes.get(name)
+                if raw is not None:
+                    if parts[at] is not _ABSENT:
+                        return None  # written two ways: the order decides (_one_of)
+                    ((kind, value),) = raw.items()
+                    parts[at] = (kind, value)
+            return tuple(parts)
+        for name, raw in attributes.items():
             if type(raw) is not dict or len(raw) != 1:
                 return None
             ((kind, value),) = raw.items()
