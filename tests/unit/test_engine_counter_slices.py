@@ -107,7 +107,9 @@ def test_pools_that_share_a_debits_list_share_it_in_nanos() -> None:
         objs.append(rslice(f"n{n}-devices", [mig], pool=f"n{n}", count=2))
     results = compute_world(world(*objs), EngineOptions(profile=all_gates_on("1.36")))
     parsed = [r.prepared.parsed for r in results if r.prepared is not None]
-    first, second = (p.needs_nanos("mig-1") for p in parsed)
+    first, second = (p.nanos()["mig-1"] for p in parsed)
     assert first == ((("gpu-0", "memory"), 5 * 2**30 * 10**9), (("gpu-0", "sm"), 14 * 10**9))
     assert parsed[0].needs("mig-1") is parsed[1].needs("mig-1")
     assert first is second
+    # A device that debits nothing is not in the map (the searches read it as ()).
+    assert parsed[0].nanos().keys() == {"mig-1"}

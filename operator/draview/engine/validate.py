@@ -56,10 +56,10 @@ class ParsedPool:
     # Every device instance that consumes counters, with the compatibility groups of each
     # consumption (engine/compat.py); empty unless some device of the pool names a group.
     group_uses: list[tuple[str, Uses]] = field(default_factory=list)
-    # `needs` in nanos per device name, and `counted` by name, filled as asked:
-    # explain/gather.py and explain/fit.py read them for every device of every node's
-    # search, again for each question over the same pools.
-    nanos_cache: dict[str, tuple[tuple[CounterKey, int], ...]] = field(default_factory=dict)
+    # `needs` in nanos per device name, and `counted` by name, filled when first asked
+    # for: explain/gather.py and explain/fit.py read them for every device of every
+    # node's search, again for each question over the same pools.
+    nanos_by_name: dict[str, tuple[tuple[CounterKey, int], ...]] | None = None
     counted_by_name: dict[str, list[list[tuple[CounterKey, Quantity]]]] | None = None
 
     def has_policy(self, dev: Device) -> bool:
@@ -108,12 +108,15 @@ class ParsedPool:
             self.counted_by_name = found
         return found.get(device, [])
 
-    def needs_nanos(self, device: str) -> tuple[tuple[CounterKey, int], ...]:
-        """`needs` in nanos."""
-        found = self.nanos_cache.get(device)
+    def nanos(self) -> Mapping[str, tuple[tuple[CounterKey, int], ...]]:
+        """`needs` in nanos of every device that debits something (one that does not is
+        not in it), all converted at the first call: a search gathers every device of
+        the pool."""
+        found = self.nanos_by_name
         if found is None:
-            debits = self.needs(device)
-            found = self.nanos_cache[device] = _in_nanos(debits) if debits else ()
+            # Filled before it is shared, as counted_by_name.
+            found = {name: _in_nanos(self.needs(name)) for name in self.consumption}
+            self.nanos_by_name = found
         return found
 
 

@@ -34,7 +34,7 @@ class SearchDevice:
     reaches: bool  # per-device node selection: does the device itself reach the node
     taints: tuple[Taint, ...]
     # What taking it debits from the pool's counters, in nanos, summed per counter
-    # (ParsedPool.needs_nanos).
+    # (ParsedPool.nanos).
     debits: tuple[tuple[CounterKey, int], ...]
     unsupported_selector: bool  # several node-selector terms: the result cannot be written
     # A nodeName (or bindsToNode) decides where it is: the result names the node alone.
@@ -216,7 +216,7 @@ def _devices(
     per_device = s.per_device_node_selection and not (
         s.node_name or s.all_nodes or s.node_selector is not None
     )
-    parsed = o.parsed
+    nanos: Mapping[str, tuple[tuple[CounterKey, int], ...]] = o.parsed.nanos() if o.parsed else {}
     skips = refuse_skips and bool(s.skip_node_operations)
     return [
         SearchDevice(
@@ -227,7 +227,7 @@ def _devices(
             dev,
             (i, j) in targets,
             effective_taints(driver, name, dev, rules),
-            parsed.needs_nanos(dev.name) if parsed else (),
+            nanos.get(dev.name, ()),
             (i, j) in view.unsupported,
             bool(dev.node_name if per_device else s.node_name) or dev.binds_to_node,
             skips,

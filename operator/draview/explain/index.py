@@ -30,7 +30,7 @@ class IndexedDevice:
     status: DeviceStatus
     taints: tuple[Taint, ...]
     # What one allocation debits from the pool's counters, in nanos, summed per counter
-    # (ParsedPool.needs_nanos, as the engine's verdicts read it).
+    # (ParsedPool.nanos, as the engine's verdicts read it).
     debits: tuple[tuple[CounterKey, int], ...] = ()
     pool_complete: bool = True
     pool_valid: bool = True
@@ -120,7 +120,7 @@ def _pool_devices(
     )
     valid = not result.errors.allocator
     generation = result.pool.generation
-    needs = parsed.needs_nanos
+    nanos = parsed.nanos().get
     devices = []
     for fs, statuses in by_slice:
         for dev, st in zip(fs.devices, statuses, strict=True):
@@ -135,7 +135,7 @@ def _pool_devices(
                     dev,
                     st,
                     effective_taints(driver, pool, dev, rules),
-                    needs(dev.name),
+                    nanos(dev.name, ()),
                     complete,
                     valid,
                 )
