@@ -14,7 +14,6 @@ distinctAttribute until 1.36) they are mirrored on purpose.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -312,31 +311,32 @@ class NodeSearch:
     ) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
         """The candidates from `start` on that pass the checks before allocateDevice (in
         use, the selectors, capacity), less those allocateDevice would refuse at the
-        counters with nothing taken. What the checks read per pool is looked up once per
-        pool: the devices walked past are most of a search's time."""
+        counters with nothing taken. The devices walked past are most of a search's
+        time: what the checks read is looked up once per slice, and a device's place is
+        made only for one that passes."""
         counters = self.counters
         admin, claim, allocating = data.choice.admin_access, self._claim(data), self.allocating
         early = not self.groups_checked  # the counters are allocateDevice's first refusal
-        at: NodePool | None = None
-        dedicated: AbstractSet[str] = frozenset()
-        left: Counted | None = None
-        for loc, d, pool in self._candidates(start):
-            if pool is not at:
-                at, dedicated, left = pool, pool.allocated.dedicated, None
-            if admin:
-                if claim in allocating.get(d.id, ()):
+        selectable, capacity_ok = self._selectable, self._capacity_ok
+        for pi, sj, first, devices, pool in self._runs(start):
+            dedicated = pool.allocated.dedicated
+            left: Counted | None = None
+            for dj in range(first, len(devices)):
+                d = devices[dj]
+                if admin:
+                    if claim in allocating.get(d.id, ()):
+                        continue
+                elif d.device.name in dedicated or d.id in allocating:
                     continue
-            elif d.device.name in dedicated or d.id in allocating:
-                continue
-            if not self._selectable(data, d) or not self._capacity_ok(data, d, pool):
-                continue
-            dev = d.device
-            if early and dev.consumes_counters and not dev.allow_multiple_allocations:
-                if left is None:
-                    left = counters.counted(pool)
-                if left.short(d.debits):
+                if not selectable(data, d) or not capacity_ok(data, d, pool):
                     continue
-            yield loc, d, pool
+                dev = d.device
+                if early and dev.consumes_counters and not dev.allow_multiple_allocations:
+                    if left is None:
+                        left = counters.counted(pool)
+                    if left.short(d.debits):
+                        continue
+                yield (pi, sj, dj), d, pool
 
     def _first_subrequest(self, ri: int) -> bool:
         """firstAvailable: the subrequests in order, the first that can be satisfied wins;
@@ -356,11 +356,21 @@ class NodeSearch:
         return False
 
     def _candidates(self, start: Location) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
-        """Devices from `start` on: pools in order (invalid ones skipped; those that look
-        incomplete hold no devices unless the profile hands them out), slices by name,
-        devices in slice order. Where the profile's allocator walks pools in map order
-        (rules.pools_sorted off) the chooser gives the order, and every device restarts
-        the walk at the first pool (rules.search_resumes off)."""
+        """Devices from `start` on, in the order _runs gives them."""
+        for pi, sj, first, devices, pool in self._runs(start):
+            for dj in range(first, len(devices)):
+                yield (pi, sj, dj), devices[dj], pool
+
+    def _runs(
+        self, start: Location
+    ) -> Iterator[tuple[int, int, int, list[SearchDevice], NodePool]]:
+        """The devices from `start` on, one slice at a time (pool and slice index, the
+        first device's index, the slice's devices, the pool): pools in order (invalid
+        ones skipped; those that look incomplete hold no devices unless the profile
+        hands them out), slices by name, devices in slice order. Where the profile's
+        allocator walks pools in map order (rules.pools_sorted off) the chooser gives
+        the order, and every device restarts the walk at the first pool
+        (rules.search_resumes off)."""
         if self.chooser is not None:
             yield from self._chosen()
             return
@@ -370,12 +380,10 @@ class NodeSearch:
                 continue
             first_slice = start[1] if pi == start[0] else 0
             for sj in range(first_slice, len(pool.slices)):
-                devices = pool.slices[sj]
                 first_dev = start[2] if (pi, sj) == start[:2] else 0
-                for dj in range(first_dev, len(devices)):
-                    yield (pi, sj, dj), devices[dj], pool
+                yield pi, sj, first_dev, pool.slices[sj], pool
 
-    def _chosen(self) -> Iterator[tuple[Location, SearchDevice, NodePool]]:
+    def _chosen(self) -> Iterator[tuple[int, int, int, list[SearchDevice], NodePool]]:
         assert self.chooser is not None
         for pi in self.chooser.pools():
             pool = self.pools[pi]
@@ -383,8 +391,7 @@ class NodeSearch:
                 # 1.34: allocateOne fails as soon as its walk meets an invalid pool.
                 raise SearchError(f"pool {pool.pool} is invalid")
             for sj in self.chooser.slices(pi):
-                for dj, d in enumerate(pool.slices[sj]):
-                    yield (pi, sj, dj), d, pool
+                yield pi, sj, 0, pool.slices[sj], pool
 
     def _capacity_ok(self, data: _Request, d: SearchDevice, pool: NodePool) -> bool:
         """The capacity check before allocateDevice (after in use and the selectors)."""
