@@ -3,6 +3,7 @@ controller's real store and reconciler, no API server (nothing here is written).
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -147,3 +148,59 @@ async def test_an_asking_that_fails_leaves_the_next_to_gather_every_pool(
     await cap._mark_due()
     again = await cap._ask(probe)
     assert (again.copies, again.status) == (2, first.status)
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(seed: int) -> None:
+    """Claims taken and given back, pools gone and back: the probe that patches what it
+    gathered at each asking answers as one asked for the first time."""
+    rng = random.Random(seed)
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    slices = {
+        name: rslice(name, [device(f"{name}{i}") for i in range(3)], pool=name, node=f"n-{name}")
+        for name in "abcd"
+    }
+    for obj in slices.values():
+        ctl.ingest.slice_event("ADDED", obj)
+    ctl.reconciler.compute([(DRIVER, name) for name in slices])
+    cap = ctl.capacity
+    cap.define({"kept": ProbeSpec("kept", "ns/cm:k", claim=claim())}, [], {})
+    await cap._mark_due()
+    await cap._ask(cap.probes["kept"])
+    held: dict[str, dict[str, Any]] = {}  # claim name -> object
+    gone: set[str] = set()
+    for step in range(24):
+        pool = rng.choice(sorted(slices))
+        action = rng.random()
+        if action < 0.15 and pool not in gone:
+            ctl.ingest.slice_event("DELETED", slices[pool])
+            gone.add(pool)
+        elif action < 0.3 and pool in gone:
+            ctl.ingest.slice_event("ADDED", slices[pool])
+            gone.discard(pool)
+        elif held and action < 0.6:
+            name = rng.choice(sorted(held))
+            obj = held.pop(name)
+            pool = obj["status"]["allocation"]["devices"]["results"][0]["pool"]
+            ctl.ingest.claim_event("DELETED", obj)
+        else:
+            dev = f"{pool}{rng.randrange(3)}"
+            taken = {"request": "gpu", "driver": DRIVER, "pool": pool, "device": dev}
+            held[f"c{step}"] = allocated(f"c{step}", taken)
+            ctl.ingest.claim_event("ADDED", held[f"c{step}"])
+        ctl.reconciler.compute([(DRIVER, pool)])
+        await cap._mark_due()
+        kept = await cap._ask(cap.probes["kept"])
+        cap.define(
+            {
+                "kept": cap.probes["kept"].spec,
+                f"new{step}": ProbeSpec(f"new{step}", "ns/cm:k", claim=claim()),
+            },
+            [],
+            {},
+        )
+        await cap._mark_due()
+        new = await cap._ask(cap.probes[f"new{step}"])
+        assert kept.status == new.status, (step, pool, action)
+        assert kept.per_node == new.per_node

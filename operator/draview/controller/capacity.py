@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -88,8 +89,10 @@ class _Probe:
     answer: Answer | None = None
     # What asking left for asking again: per pool what it was asked with, by the
     # reconciler's result it came from (a pool not judged again hands fit the same
-    # object, which is how the memo knows it), and fit's own memo.
+    # object, which is how the memo knows it), the same as fit is handed it, and fit's
+    # own memo.
     judged: dict[PoolKey, _Asked] = field(default_factory=dict)
+    gathered: _Gathered | None = None
     memo: FitMemo = field(default_factory=FitMemo)
     # The pools that count, sorted, and the set they were sorted from.
     _sorted: tuple[set[PoolKey], list[PoolKey]] = field(default_factory=lambda: (set(), []))
@@ -101,6 +104,7 @@ class _Probe:
         self.seen.clear()
         self.pools.clear()
         self.judged.clear()
+        self.gathered = None
         self.memo.clear()
         self.asked_for = None
         self.stale.clear()
@@ -123,6 +127,35 @@ class _Asked:
     result: PoolResult | Callable[[], PoolResult]
     slices: list[ResourceSlice]
     allocations: list[AllocRef]
+
+
+@dataclass(slots=True)
+class _Gathered:
+    """A probe's pools as fit is handed them, in the order it takes them (a place per
+    pool): kept between askings and patched where pools were judged again, so that
+    asking again costs the pools that changed, not a pass over every pool of the
+    cluster. The asking copies the lists whole (in C) for the worker thread."""
+
+    at: dict[PoolKey, int]
+    results: list[PoolResult | Callable[[], PoolResult]]
+    slices: list[list[ResourceSlice]]
+    allocations: dict[PoolKey, list[AllocRef]]
+
+    @classmethod
+    def of(cls, judged: Mapping[PoolKey, _Asked]) -> _Gathered:
+        asked = judged.values()
+        return cls(
+            {k: i for i, k in enumerate(judged)},
+            [a.result for a in asked],
+            [a.slices for a in asked],
+            {k: a.allocations for k, a in judged.items()},
+        )
+
+    def put(self, key: PoolKey, asked: _Asked) -> None:
+        """The pool (in its place) as asked now."""
+        i = self.at[key]
+        self.results[i], self.slices[i] = asked.result, asked.slices
+        self.allocations[key] = asked.allocations
 
 
 class CapacityProbes:
@@ -322,27 +355,35 @@ class CapacityProbes:
         rec = self.reconciler
         store = rec.store
         keys = p.counted()
-        if keys is p.asked_for and all(k in p.judged for k in p.stale):
-            # The same pools count: only those judged since are looked at again (a pool
-            # no longer judged drops out; one judged anew would need its place in order).
-            judged, todo = dict(p.judged), sorted(p.stale)
+        old = p.judged
+        gathered = p.gathered
+        if keys is p.asked_for and gathered is not None and all(k in old for k in p.stale):
+            # The same pools count: only those judged since are looked at again, in
+            # place (a pool no longer judged drops out; one judged anew would need its
+            # place in order).
+            judged, todo = old, sorted(p.stale)
         else:
-            judged, todo = {}, keys
+            judged, todo, gathered = {}, keys, None
         fresh: list[PoolKey] = []
         for k in todo:
             lean = rec.results.get(k)
-            kept = p.judged.get(k)
+            kept = old.get(k)
             if kept is None or kept.lean is not lean:
                 again = rec.judge_again(k)
                 if again is None:
-                    judged.pop(k, None)
+                    if judged.pop(k, None) is not None:
+                        gathered = None  # its place goes: gathered anew below
                     continue
                 kept = _Asked(lean, again, store.slices_of(k), store.allocations_of(k))
                 fresh.append(k)
             judged[k] = kept
-        p.judged, p.asked_for, p.stale = judged, keys, set()
+            if gathered is not None:
+                gathered.put(k, kept)
+        if gathered is None:
+            gathered = _Gathered.of(judged)
+        p.judged, p.gathered, p.asked_for, p.stale = judged, gathered, keys, set()
         world = World(
-            slices=[s for a in judged.values() for s in a.slices],
+            slices=list(chain.from_iterable(gathered.slices)),
             taint_rules=store.rules(),
             classes=list(self._classes),
             nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
@@ -352,7 +393,7 @@ class CapacityProbes:
             found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
         except BaseException as exc:
             # Perhaps half judged: the next asking gathers every pool again.
-            p.judged, p.asked_for = {}, None
+            p.judged, p.gathered, p.asked_for = {}, None, None
             if isinstance(exc, FitError):
                 return failed(str(exc), profile)
             if not isinstance(exc, Exception):
@@ -428,20 +469,21 @@ def _fit(
     """In a worker thread: the pools judged again (`fresh`; every other pool's
     judgement was made at an earlier asking), then fit with the probe's memo (one
     asking at a time: the probe is not touched meanwhile)."""
-    assert p.workload is not None
-    judged = p.judged
+    assert p.workload is not None and p.gathered is not None
+    judged, gathered = p.judged, p.gathered
     for key in fresh:
         asked = judged[key]
         if not isinstance(asked.result, PoolResult):
-            judged[key] = replace(asked, result=asked.result())
+            asked = judged[key] = replace(asked, result=asked.result())
+            gathered.put(key, asked)
     return fit(
         world,
         p.workload,
         options,
         count=count,
-        results=cast(list[PoolResult], [a.result for a in judged.values()]),
+        results=cast(list[PoolResult], list(gathered.results)),
         cel=p.cel,
-        allocations={k: a.allocations for k, a in judged.items()},
+        allocations=dict(gathered.allocations),
         memo=p.memo,
     )
 
