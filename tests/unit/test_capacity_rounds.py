@@ -159,7 +159,8 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(seed: 
     ctl.ingest.class_event("ADDED", device_class())
     slices = {
         name: rslice(name, [device(f"{name}{i}") for i in range(3)], pool=name, node=f"n-{name}")
-        for name in "abcd"
+        # Enough nodes that one changed is ranked in place, not all sorted again.
+        for name in "abcdefghijkl"
     }
     for obj in slices.values():
         ctl.ingest.slice_event("ADDED", obj)
@@ -170,7 +171,7 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(seed: 
     await cap._ask(cap.probes["kept"])
     held: dict[str, dict[str, Any]] = {}  # claim name -> object
     gone: set[str] = set()
-    for step in range(24):
+    for step in range(30):
         pool = rng.choice(sorted(slices))
         action = rng.random()
         if action < 0.15 and pool not in gone:

@@ -28,8 +28,10 @@ From what each group can reach, `copies` is what fits whatever the placement and
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast, overload
 
 from draview.api.claims import ResourceClaim
 from draview.api.taints import DeviceClass
@@ -97,6 +99,8 @@ class FitResult:
     bounded: bool
     count: int | None
     nodes: list[NodeFit] = field(default_factory=list)
+    # The nodes that take some copy (takes_some), in iter_nodes' order.
+    ranked: Sequence[NodeFit] = ()
     stopped: str = ""  # count | unallocatable | aborts | budget
     blocker: str = ""  # what keeps copy copies+1 out, in `why`'s words
     blocked: list[ClaimExplanation] = field(default_factory=list)
@@ -243,6 +247,7 @@ def _answer(
     out.copies, out.max_copies = _capped(board.explore(q, count), count)
     out.bounded = out.max_copies is None
     out.nodes = _alone(q, board, count, bool(pending))
+    out.ranked = RankedNodes(board)
     if memo.reused and q.spent:
         # The budget ended: which searches it cut off depends on the order of all of
         # them, so the answer is that of a question asked anew.
@@ -294,12 +299,36 @@ def _alone(q: Question, board: Board, count: int | None, shared: bool) -> list[N
     it; `shared`: copies share a claim the first allocates, so no node is alone)."""
     if not shared:
         board.alone_reaches(q, count)
-    for j in sorted(board.unfit):
+    changed = sorted(board.unfit)
+    for j in changed:
         n = board.nodes[j]
         r = board.node_reach(n, shared)
         board.fits[j] = None if r is None else _node_fit(q, n, r)
     board.unfit.clear()
+    _rank(board, changed)
     return [f for f in board.fits if f is not None]
+
+
+def _rank(board: Board, changed: Sequence[int]) -> None:
+    """Put the nodes whose fits changed in their places in board.ranked; every node
+    when the ranks were not kept, or many changed (sorting beats that many inserts)."""
+    ranked, rank_of = board.ranked, board.rank_of
+    if not board.ranks_kept or 8 * len(changed) > len(board.fits):
+        rank_of.clear()
+        for j, f in enumerate(board.fits):
+            if f is not None and takes_some(f):
+                rank_of[j] = node_rank(f)
+        ranked[:] = sorted((key, j) for j, key in rank_of.items())
+        board.ranks_kept = True
+        return
+    for j in changed:
+        before = rank_of.pop(j, None)
+        if before is not None:
+            del ranked[bisect_left(ranked, (before, j))]
+        f = board.fits[j]
+        if f is not None and takes_some(f):
+            key = rank_of[j] = node_rank(f)
+            insort(ranked, (key, j))
 
 
 def _node_fit(q: Question, n: NodeName, r: Reach) -> NodeFit | None:
@@ -591,6 +620,38 @@ def _placed(q: Question, namespace: str, path: Path, first: bool) -> dict[PoolKe
 def node_rank(n: NodeFit) -> tuple[int, str]:
     """The nodes that fit more copies first, then by name (iter_nodes' order)."""
     return (-(n.max_copies or n.copies), n.name or "~")
+
+
+def takes_some(n: NodeFit) -> bool:
+    """A node a slice names that takes some copy on its own (FitResult.ranked)."""
+    return n.name is not None and bool(n.max_copies or n.copies)
+
+
+class RankedNodes(Sequence[NodeFit]):
+    """FitResult.ranked: the board's ranking and fits as they were when the answer was
+    made (copied whole: the board changes at the next asking), each node looked up
+    only when read."""
+
+    __slots__ = ("_fits", "_ranked")
+
+    def __init__(self, board: Board) -> None:
+        self._ranked = list(board.ranked)
+        self._fits = list(board.fits)
+
+    def __len__(self) -> int:
+        return len(self._ranked)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeFit: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[NodeFit]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeFit | list[NodeFit]:
+        fits = self._fits
+        if isinstance(i, slice):
+            return [cast(NodeFit, fits[j]) for _, j in self._ranked[i]]
+        return cast(NodeFit, fits[self._ranked[i][1]])
 
 
 def iter_nodes(result: FitResult) -> Iterator[NodeFit]:

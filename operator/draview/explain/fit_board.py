@@ -48,6 +48,12 @@ class Board:
     alone: dict[NodeName, tuple[Reach, int]] = field(default_factory=dict)
     fits: list[NodeFit | None] = field(default_factory=list)  # by node, as `nodes`
     unfit: set[int] = field(default_factory=set)  # nodes whose fit is to work out again
+    # The nodes that take some copy, as (rank, place in `nodes`) in rank order
+    # (fit.node_rank), and each one's rank: a probe reads the first few at each asking,
+    # where sorting every node would cost more than the nodes whose fit changed.
+    ranked: list[tuple[tuple[int, str], int]] = field(default_factory=list)
+    rank_of: dict[int, tuple[int, str]] = field(default_factory=dict)
+    ranks_kept: bool = False  # False: `ranked` is to be made from every fit
     # Each group's copies placed in turn, by copies left to place (None: no count).
     placements: list[dict[int | None, Placement]] = field(default_factory=list)
     # Without a count: each group's placement summed up, patched as groups change.

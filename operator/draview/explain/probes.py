@@ -13,7 +13,6 @@ with those pools left out gives the same copies, per-node copies and devices
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
@@ -23,7 +22,7 @@ from draview.api.slices import ResourceSlice
 from draview.api.taints import DeviceClass
 from draview.api.workload import Workload
 from draview.cel import CelCompileError, CelEngine, CelRuntimeError
-from draview.explain.fit import FitResult, node_rank
+from draview.explain.fit import FitResult
 
 # Nodes a status lists (the per-node series are a probe's own choice, up to 100).
 STATUS_NODES = 20
@@ -113,9 +112,8 @@ class Answer:
 
 
 def answer(result: FitResult, profile: str, node_series: int) -> Answer:
-    fitting = [n for n in result.nodes if n.name is not None and (n.max_copies or n.copies)]
-    # The first few in iter_nodes' order, without sorting a thousand nodes at each asking.
-    nodes = heapq.nsmallest(max(STATUS_NODES, node_series), fitting, key=node_rank)
+    fitting = result.ranked  # in iter_nodes' order, kept as nodes change
+    nodes = fitting[: max(STATUS_NODES, node_series)]
     listed: list[ProbeNode] = []
     for n in nodes[:STATUS_NODES]:
         entry = ProbeNode(name=n.name or "", copies=n.copies)
