@@ -59,9 +59,10 @@ class JoinedMap(Mapping[str, str]):
 
     __slots__ = ("_flat", "_len", "_parts")
 
-    def __init__(self, parts: Sequence[Mapping[str, str]]) -> None:
+    def __init__(self, parts: Sequence[Mapping[str, str]], length: int | None = None) -> None:
+        """`length`: their lengths' sum, when the caller keeps it."""
         self._parts = parts
-        self._len = sum(len(p) for p in parts)
+        self._len = sum(len(p) for p in parts) if length is None else length
         self._flat: dict[str, str] | None = None
 
     def __len__(self) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import is_not
 from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
@@ -132,13 +134,15 @@ class _Standing:
     free_len: int = 0
     blocked: dict[str, list[list[str]]] = field(default_factory=dict)
     blocked_len: dict[str, int] = field(default_factory=dict)
+    details: list[Mapping[str, str]] = field(default_factory=list)
+    details_len: int = 0
     # Added up again whenever a part that has some changes (rare): their order counts.
     runtime_errors: dict[str, str] = field(default_factory=dict)
     per_node: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, keys: list[PoolKey], entries: list[PoolDevices], parts: list[_Fold]) -> _Standing:
-        st = cls(keys, entries, list(parts), free=[_NONE] * len(parts))
+        st = cls(keys, entries, list(parts), free=[_NONE] * len(parts), details=[{}] * len(parts))
         for i, part in enumerate(parts):
             st.put(i, part, None)
         st.add_up_the_rest()
@@ -149,6 +153,7 @@ class _Standing:
         if before is not None:
             self.matched -= before.matched
             self.free_len -= len(before.free)
+            self.details_len -= len(before.details)
             for reason, ids in before.blocked.items():
                 self.blocked_len[reason] -= len(ids)
                 self.blocked[reason][i] = _NONE
@@ -156,6 +161,8 @@ class _Standing:
         self.matched += part.matched
         self.free[i] = part.free
         self.free_len += len(part.free)
+        self.details[i] = part.details
+        self.details_len += len(part.details)
         for reason, ids in part.blocked.items():
             if reason not in self.blocked:
                 self.blocked[reason] = [_NONE] * len(self.parts)
@@ -178,7 +185,6 @@ class _Standing:
         # Joined, not copied: every device of the world is in some list and every
         # blocked one has its detail. The lists of parts are copied (a pointer each) so
         # that a total handed out stays as it was.
-        details = [p.details for p in self.parts if p.details]
         return _Total(
             self.matched,
             Joined(list(self.free), self.free_len),
@@ -187,7 +193,7 @@ class _Standing:
                 for reason, parts in self.blocked.items()
                 if self.blocked_len[reason]
             },
-            JoinedMap(details) if len(details) > 1 else (details[0] if details else {}),
+            JoinedMap(list(self.details), self.details_len),
             self.runtime_errors,
             self.per_node,
         )
@@ -340,9 +346,10 @@ class Explainer:
             st = self._standing[same] = _Standing.of(keys, entries, parts)
             return st.total()
         rest = False
-        for i, pool in enumerate(entries):
-            if pool is st.entries[i]:
-                continue
+        # The places whose entry changed, found in C: a probe asked again after one
+        # claim changed has one among thousands.
+        for i in compress(count(), map(is_not, entries, st.entries)):
+            pool = entries[i]
             part = _Fold()
             yield from self._fold(part, pool, asked)
             before = st.parts[i]
