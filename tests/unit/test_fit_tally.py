@@ -1,4 +1,4 @@
-"""fit_search.Tally: the bounds over groups kept in lists and patched group by group
+"""fit_search.Tally: the bounds over groups kept as sums and patched group by group
 equal the bounds summed anew over the same reaches (what a probe asked again relies on)."""
 
 from __future__ import annotations

@@ -306,7 +306,7 @@ def _alone(q: Question, board: Board, count: int | None, shared: bool) -> list[N
         board.fits[j] = None if r is None else _node_fit(q, n, r)
     board.unfit.clear()
     _rank(board, changed)
-    return [f for f in board.fits if f is not None]
+    return list(filter(None, board.fits))  # a NodeFit is true: the Nones go, in C
 
 
 def _rank(board: Board, changed: Sequence[int]) -> None:

@@ -5,10 +5,11 @@ reach. The module docstring of explain/fit.py says how the answer is read from i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import islice, product
-from operator import attrgetter
+from itertools import compress, count, islice, product
+from operator import attrgetter, is_not
 
 from draview.api.claims import Constraint, Request, ResourceClaim
 from draview.api.taints import DeviceClass
@@ -470,7 +471,9 @@ def _changed(
     the same order, as the operator hands them: a thousand pools are compared by
     position rather than mapped again)."""
     if len(before) == len(results):
-        moved = [(r, o) for r, o in zip(results, before, strict=True) if r is not o]
+        # The places that changed found in C: one or a few among thousands.
+        at = compress(count(), map(is_not, results, before))
+        moved = [(results[i], before[i]) for i in at]
         if all(r.key == o.key for r, o in moved):
             for r, _ in moved:
                 by_key[r.key] = r
@@ -607,21 +610,22 @@ def bounds(reaches: Sequence[Reach]) -> tuple[int, int | None]:
 
 
 class Tally:
-    """What `bounds` reads of each group's reach, in lists aligned with the groups, so
-    that a question asked again after a few groups were explored again patches their
-    places and sums the lists in C, rather than summing a thousand reaches again."""
+    """What `bounds` reads of each group's reach, kept as sums and counts that a question
+    asked again patches where a few groups were explored again, rather than summing a
+    thousand reaches (or a thousand entries, in C) again at each asking."""
 
     def __init__(self, reaches: Sequence[Reach]) -> None:
-        n = len(reaches)
         self.stalled = 0  # groups whose first copy does not go on
         self.frontiers = 0  # groups the budget ended in
-        self.low_stuck = [0] * n
-        self.low_end = [0] * n
-        self.max_stuck = [0] * n
-        self.max_goes = [0] * n
-        self.ends: set[int] = set()  # groups an attempt may abort in (max_end >= 0)
-        self._max_end = [-1] * n
-        self._kept: list[_Summary | None] = [None] * n
+        self.low_stuck = 0  # summed over the groups
+        self.max_stuck = 0
+        self.max_goes = 0
+        self.no_max_stuck = 0  # groups with none (max_stuck -1)
+        self.never = 0  # groups whose copies never go on (max_goes -1)
+        # Each low_end with how many groups have it: a few depths, so min is cheap.
+        self.low_ends: Counter[int] = Counter()
+        self.ends: dict[int, _Summary] = {}  # groups an attempt may abort in (max_end >= 0)
+        self._kept: list[_Summary | None] = [None] * len(reaches)
         for i, r in enumerate(reaches):
             self.put(i, r)
 
@@ -629,35 +633,41 @@ class Tally:
         """Group i's reach is `reach` now."""
         before, m = self._kept[i], reach.summary()
         if before is not None:
-            self.stalled -= not before.start_goes
-            self.frontiers -= before.frontier
+            self._add(before, -1)
+            self.ends.pop(i, None)
         self._kept[i] = m
-        self.stalled += not m.start_goes
-        self.frontiers += m.frontier
-        self.low_stuck[i], self.low_end[i] = m.low_stuck, m.low_end
-        self.max_stuck[i], self.max_goes[i], self._max_end[i] = m.max_stuck, m.max_goes, m.max_end
+        self._add(m, 1)
         if m.max_end >= 0:
-            self.ends.add(i)
-        else:
-            self.ends.discard(i)
+            self.ends[i] = m
+
+    def _add(self, m: _Summary, sign: int) -> None:
+        self.stalled += sign * (not m.start_goes)
+        self.frontiers += sign * m.frontier
+        self.low_stuck += sign * m.low_stuck
+        self.max_stuck += sign * m.max_stuck
+        self.max_goes += sign * m.max_goes
+        self.no_max_stuck += sign * (m.max_stuck < 0)
+        self.never += sign * (m.max_goes == -1)
+        self.low_ends[m.low_end] += sign
+        if not self.low_ends[m.low_end]:
+            del self.low_ends[m.low_end]
 
     def bounds(self) -> tuple[int, int | None]:
         if not self._kept or self.stalled:
             return 0, 0
-        lowest = min(sum(self.low_stuck), min(self.low_end))
+        lowest = min(self.low_stuck, min(self.low_ends))
         if self.frontiers:
             return (0 if lowest >= _INF else lowest), None
         best = -1
-        if min(self.max_stuck) >= 0:
-            best = sum(self.max_stuck)
-        total_goes = sum(self.max_goes)
+        if not self.no_max_stuck:
+            best = self.max_stuck
         # A group's attempt may end in an abort after its deepest end while every other
         # group went as deep as it can: only when no other group never goes on.
-        never = self.max_goes.count(-1)
-        for i in self.ends:
-            goes = self.max_goes[i]
+        never = self.never
+        for m in self.ends.values():
+            goes = m.max_goes
             if never == 0 or (never == 1 and goes < 0):
-                best = max(best, self._max_end[i] + total_goes - goes)
+                best = max(best, m.max_end + self.max_goes - goes)
         lowest = 0 if lowest >= _INF else lowest
         return lowest, max(best, lowest)
 
