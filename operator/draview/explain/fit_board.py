@@ -49,7 +49,9 @@ class Board:
     alone: dict[NodeName, tuple[Reach, int]] = field(default_factory=dict)
     fits: list[NodeFit | None] = field(default_factory=list)  # by node, as `nodes`
     unfit: set[int] = field(default_factory=set)  # nodes whose fit is to work out again
-    unexplored: set[int] = field(default_factory=set)  # the groups whose reach is None
+    # The groups whose reach is None, kept so that asking again need not look at every
+    # group to find the few to explore.
+    unexplored: set[int] = field(default_factory=set)
     # The nodes that take some copy, as (rank, place in `nodes`) in rank order
     # (fit.node_rank), and each one's rank: a probe reads the first few at each asking,
     # where sorting every node would cost more than the nodes whose fit changed.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress, count, islice, product
-from operator import attrgetter, is_not
+from itertools import islice, product
+from operator import attrgetter
 
 from draview.api.claims import Constraint, Request, ResourceClaim
 from draview.api.taints import DeviceClass
@@ -31,6 +31,7 @@ from draview.explain.gather import (
     node_pools,
 )
 from draview.explain.orders import Chooser, NeedChoice, pools_met, relevance
+from draview.explain.places import changed_places
 from draview.explain.search import (
     MAX_RESULTS,
     ORIGIN,
@@ -471,9 +472,7 @@ def _changed(
     the same order, as the operator hands them: a thousand pools are compared by
     position rather than mapped again)."""
     if len(before) == len(results):
-        # The places that changed found in C: one or a few among thousands.
-        at = compress(count(), map(is_not, results, before))
-        moved = [(results[i], before[i]) for i in at]
+        moved = [(results[i], before[i]) for i in changed_places(results, before)]
         if all(r.key == o.key for r, o in moved):
             for r, _ in moved:
                 by_key[r.key] = r

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, count
-from operator import is_not
 from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
@@ -23,6 +21,7 @@ from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice, PoolDevices
 from draview.explain.joined import Joined, JoinedMap
 from draview.explain.model import ChoiceExplanation, ClaimExplanation, RequestExplanation
+from draview.explain.places import changed_places
 from draview.explain.steps import Steps, finish
 
 NETWORK = ""  # devices not bound to one node: reachable from any node they select
@@ -346,9 +345,7 @@ class Explainer:
             st = self._standing[same] = _Standing.of(keys, entries, parts)
             return st.total()
         rest = False
-        # The places whose entry changed, found in C: a probe asked again after one
-        # claim changed has one among thousands.
-        for i in compress(count(), map(is_not, entries, st.entries)):
+        for i in changed_places(entries, st.entries):
             pool = entries[i]
             part = _Fold()
             yield from self._fold(part, pool, asked)
