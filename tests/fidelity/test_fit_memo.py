@@ -24,7 +24,7 @@ from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
-from draview.explain.fit import FIT_BUDGET, FitError, FitResult, fit
+from draview.explain.fit import FIT_BUDGET, FitError, FitResult, fit, iter_nodes, takes_some
 from draview.explain.fit_memo import FitMemo
 
 SEEDS = 6
@@ -34,6 +34,10 @@ CHANGES = 6
 def _answer(r: FitResult) -> tuple[Any, ...]:
     nodes = [(n.name, n.copies, n.max_copies, n.bounded, n.devices, n.error) for n in r.nodes]
     blocked = [e.to_dict() for e in r.blocked]
+    # The ranking a probe's status reads, kept in place by the memo's board: iter_nodes'
+    # order of the nodes that take some copy.
+    ranked = [n.name for n in r.ranked[: len(r.ranked)]]
+    assert ranked == [n.name for n in iter_nodes(r) if takes_some(n)]
     return (
         r.copies,
         r.max_copies,
@@ -43,6 +47,7 @@ def _answer(r: FitResult) -> tuple[Any, ...]:
         r.first_node,
         r.first,
         nodes,
+        ranked,
         blocked,
         r.notes,
         r.searches,
