@@ -353,6 +353,38 @@ class CapacityProbes:
         if p.workload is None:
             return failed(p.error, profile)
         rec = self.reconciler
+        fresh, gathered = self._gather(p)
+        world = World(
+            slices=list(chain.from_iterable(gathered.slices)),
+            taint_rules=rec.store.rules(),
+            classes=list(self._classes),
+            nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
+        )
+        began = time.perf_counter()
+        try:
+            found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
+        except BaseException as exc:
+            # Perhaps half judged: the next asking gathers every pool again.
+            p.judged, p.gathered, p.asked_for = {}, None, None
+            if isinstance(exc, FitError):
+                return failed(str(exc), profile)
+            if not isinstance(exc, Exception):
+                raise
+            # A bug met by one probe: the others go on.
+            log.exception("capacity probe failed", extra={"probe": p.spec.name})
+            return failed(f"draview could not answer: {error_text(exc)}", profile)
+        metrics.CAPACITY_SECONDS.observe(time.perf_counter() - began)
+        log.debug(
+            "capacity probe asked",
+            extra={"probe": p.spec.name, "copies": found.copies, "pools": len(p.judged)},
+        )
+        return answer_of(found, profile, p.spec.node_series)
+
+    def _gather(self, p: _Probe) -> tuple[list[PoolKey], _Gathered]:
+        """The pools the probe counts on, as fit is to be handed them, kept in the probe:
+        the pools judged since the last asking (`stale`) put in place, or every pool when
+        the pools that count changed; and those to be judged in the worker (`fresh`)."""
+        rec = self.reconciler
         store = rec.store
         keys = p.counted()
         old = p.judged
@@ -382,31 +414,7 @@ class CapacityProbes:
         if gathered is None:
             gathered = _Gathered.of(judged)
         p.judged, p.gathered, p.asked_for, p.stale = judged, gathered, keys, set()
-        world = World(
-            slices=list(chain.from_iterable(gathered.slices)),
-            taint_rules=store.rules(),
-            classes=list(self._classes),
-            nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
-        )
-        began = time.perf_counter()
-        try:
-            found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
-        except BaseException as exc:
-            # Perhaps half judged: the next asking gathers every pool again.
-            p.judged, p.gathered, p.asked_for = {}, None, None
-            if isinstance(exc, FitError):
-                return failed(str(exc), profile)
-            if not isinstance(exc, Exception):
-                raise
-            # A bug met by one probe: the others go on.
-            log.exception("capacity probe failed", extra={"probe": p.spec.name})
-            return failed(f"draview could not answer: {error_text(exc)}", profile)
-        metrics.CAPACITY_SECONDS.observe(time.perf_counter() - began)
-        log.debug(
-            "capacity probe asked",
-            extra={"probe": p.spec.name, "copies": found.copies, "pools": len(judged)},
-        )
-        return answer_of(found, profile, p.spec.node_series)
+        return fresh, gathered
 
     # -- publishing ---------------------------------------------------------------------
 
