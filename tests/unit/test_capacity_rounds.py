@@ -98,6 +98,49 @@ async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -
     assert (back.copies, back.status) == (4, first.status)
 
 
+async def test_a_probe_takes_the_batchs_judgement_while_it_is_the_latest() -> None:
+    """The pool a batch judged is handed to the probe whole, not judged or unpacked
+    again; a judgement made after the round took it is not the latest, and is not used."""
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    ctl.ingest.slice_event("ADDED", rslice("a", [device("a0"), device("a1")], pool="a"))
+    a = (DRIVER, "a")
+    rec, cap = ctl.reconciler, ctl.capacity
+    rec.compute([a])
+    cap.define({"one": ProbeSpec("one", "ns/cm:k", claim=claim())}, [], {})
+    await cap._mark_due()
+    probe = cap.probes["one"]
+    assert (await cap._ask(probe)).copies == 2
+    assert rec.keep_fresh, "a round with probes keeps the batches' judgements"
+    asked_again: list[object] = []
+    real = rec.judge_again
+
+    def judge_again(key: Any) -> Any:
+        asked_again.append(key)
+        return real(key)
+
+    rec.judge_again = judge_again  # type: ignore[method-assign]
+    taken = {"request": "gpu", "driver": DRIVER, "pool": "a", "device": "a0"}
+    ctl.ingest.claim_event("ADDED", allocated("c", taken))
+    rec.compute([a])
+    await cap._mark_due()
+    assert (await cap._ask(probe)).copies == 1
+    assert asked_again == [], "the batch's judgement was made again"
+
+    ctl.ingest.claim_event("DELETED", allocated("c", taken))
+    rec.compute([a])
+    await cap._mark_due()
+    rec.compute([a])  # judged again after the round took the batch's: not the latest
+    assert (await cap._ask(probe)).copies == 2
+    assert asked_again == [a]
+    await cap._mark_due()
+    assert (await cap._ask(probe)).copies == 2
+
+    ctl.capacity.role.leader = False
+    await cap.round()
+    assert not rec.keep_fresh and rec.take_fresh() == {}, "kept by a replica that does not ask"
+
+
 async def test_a_bad_probe_answers_with_its_error_and_the_others_go_on() -> None:
     ctl, _ = controller()
     ctl.ingest.slice_event("ADDED", rslice("gpus", [device("g0")], pool="gpus"))

@@ -181,6 +181,8 @@ class CapacityProbes:
         self._node_series: dict[str, set[str]] = {}
         # Until the definitions are first read, no object is written or deleted.
         self.loaded = False
+        # The batches' judgements taken at this round's start (Reconciler.take_fresh).
+        self._fresh: dict[PoolKey, tuple[PoolResult, PoolResult]] = {}
 
     # -- definitions --------------------------------------------------------------------
 
@@ -270,7 +272,15 @@ class CapacityProbes:
         if not self.role.leader or not self.role.synced:
             if self.objects.held is not None or self._exported:
                 self.step_down()
+            self.reconciler.keep_fresh = False
+            self.reconciler.take_fresh()
             return
+        try:
+            await self._round()
+        finally:
+            self._fresh = {}  # held for one round: a later one judges what it needs
+
+    async def _round(self) -> None:
         if not self.loaded:
             return
         if self.objects.held is None and await self.objects.load():
@@ -299,6 +309,8 @@ class CapacityProbes:
         rec = self.reconciler
         store = rec.store
         touched = rec.take_touched()
+        rec.keep_fresh = bool(self.probes)
+        self._fresh = rec.take_fresh()
         classes = tuple(store.classes.values())
         if classes != self._classes:  # selectors may differ: every pool looked at anew
             self._classes = classes
@@ -401,13 +413,18 @@ class CapacityProbes:
             lean = rec.results.get(k)
             kept = old.get(k)
             if kept is None or kept.lean is not lean:
-                again = rec.judge_again(k)
+                whole = self._fresh.get(k)
+                again: PoolResult | Callable[[], PoolResult] | None
+                if whole is not None and whole[0] is lean:
+                    again = whole[1]  # the batch's own judgement
+                else:
+                    again = rec.judge_again(k)
+                    fresh.append(k)
                 if again is None:
                     if judged.pop(k, None) is not None:
                         gathered = None  # its place goes: gathered anew below
                     continue
                 kept = _Asked(lean, again, store.slices_of(k), store.allocations_of(k))
-                fresh.append(k)
             judged[k] = kept
             if gathered is not None:
                 gathered.put(k, kept)

@@ -172,6 +172,12 @@ class Reconciler:
         # Pools judged or forgotten since capacity probes last asked (take_touched): a
         # probe is asked again only when one it depends on is among them.
         self.touched: set[PoolKey] = set()
+        # While capacity probes ask (keep_fresh), the judgements made since they last
+        # took them, whole, with the lean result each was kept as: a probe counts on the
+        # status bodies, and taking the batch's own judgement spares unpacking it (or,
+        # with claim events off, judging the pool a second time).
+        self.keep_fresh = False
+        self._fresh: dict[PoolKey, tuple[PoolResult, PoolResult]] = {}
         # 1.34: the invalid pools nodes gather refuse devices of every pool; when they
         # change, every pool is judged again (take_rejudge_all).
         self.invalid = InvalidPools()
@@ -259,13 +265,21 @@ class Reconciler:
         self.judged += 1
         self.stamps[key] = self.judged
         self.touched.add(key)
-        self.results[key] = _lean(result)
+        lean = self.results[key] = _lean(result)
+        if self.keep_fresh:
+            self._fresh[key] = (lean, result)
         if self._keep_bodies:
             self._packed[key] = _Packed.of(result)
         return objs
 
     def take_touched(self) -> set[PoolKey]:
         found, self.touched = self.touched, set()
+        return found
+
+    def take_fresh(self) -> dict[PoolKey, tuple[PoolResult, PoolResult]]:
+        """The judgements kept since last taken (keep_fresh): per pool, the lean result
+        (compare with `results` to know it is still the latest) and the whole one."""
+        found, self._fresh = self._fresh, {}
         return found
 
     def judge_again(self, key: PoolKey) -> Callable[[], PoolResult] | None:
@@ -326,6 +340,7 @@ class Reconciler:
         self.pool_errors.pop(key, None)
         self.results.pop(key, None)
         self._packed.pop(key, None)
+        self._fresh.pop(key, None)
         self.stamps.pop(key, None)
         self.touched.add(key)
         self.broken.discard(key)
@@ -354,5 +369,6 @@ class Reconciler:
         self.invalid = InvalidPools()  # pools may go while this replica stands by
         self.results.clear()
         self._packed.clear()
+        self._fresh.clear()
         self.stamps.clear()
         self.touched.clear()
