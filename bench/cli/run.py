@@ -7,8 +7,8 @@ until every pool's status is written, then stops it: its status objects stay, as
 while an operator runs in sync. Then each `kubectl dra` command is timed (median of
 --repeat runs, wall clock, a fresh process each) beside the kubectl command that reads
 the same objects, and the ratio is checked against the target of the command. Last,
-`why` of the pending claim again, answered by an operator started with the explain API
-(bench/cli/explain_api.py).
+`why` of the pending claim and `fit` of a one-GPU claim again, answered by an operator
+started with the explain API (bench/cli/explain_api.py).
 
     python bench/cli/run.py --slices 5000 --claims 50000 --json bench/cli/results/5k.json
 """
@@ -33,6 +33,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import explain_api  # noqa: E402  (bench/cli/explain_api.py)
 
 PENDING = "pending-one"
+# The workload `fit` is asked about: one GPU of the bench class per copy.
+WORKLOAD = ROOT / "bench" / "out" / "cli-fit-one-gpu.json"
+
+
+def workload_file() -> str:
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "one-gpu"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": operator_bench.CLASS}}]
+            }
+        },
+    }
+    WORKLOAD.parent.mkdir(parents=True, exist_ok=True)
+    WORKLOAD.write_text(json.dumps(claim))
+    return str(WORKLOAD)
 
 
 def log(msg: str) -> None:
@@ -118,6 +136,8 @@ def commands(
         ("describe resourceslice", [*dra, "describe", "resourceslice", slice_name], one, "small"),
         ("why (allocated claim)", [*dra, "why", allocated, "-n", allocated_ns], None, "1s"),
         ("why (pending claim)", [*dra, "why", PENDING, "-n", pending_ns], None, "3s"),
+        # Without the explain API: every slice, every slice status, every pool judged.
+        ("fit (one GPU)", [*dra, "fit", workload_file(), "-n", pending_ns], None, "none"),
         (
             "get pools --live",
             [*dra, "get", "pools", "--live"],
@@ -127,29 +147,40 @@ def commands(
     ]
 
 
-def explained(kubectl: str, dra: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]:
-    """`why` of the pending claim answered by an operator through the explain API."""
+def explained(
+    kubectl: str, dra: list[str], env: dict[str, str], repeat: int
+) -> list[dict[str, Any]]:
+    """`why` of the pending claim and `fit` of one GPU, answered by an operator through
+    the explain API."""
     ns = f"{operator_bench.NS_PREFIX}00"
-    cmd = [*dra, "why", PENDING, "-n", ns]
+    asked = [
+        ("why (pending claim), explain API", [*dra, "why", PENDING, "-n", ns]),
+        ("fit (one GPU), explain API", [*dra, "fit", workload_file(), "-n", ns]),
+    ]
     log_path = ROOT / "bench" / "out" / "cli-explain-operator.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
     with explain_api.serving(kubectl, env, log_path) as ready:
-        check = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if "answered by the draview operator" not in check.stderr:
-            raise SystemExit(f"the operator did not answer: {check.stderr[-500:]}")
-        ours = timed(cmd, env, repeat)
-    ok = verdict("3s", ours["seconds"], None)
-    log(f"why (pending claim), explain API: {ours['seconds']} s (operator ready in {ready} s)")
-    return {
-        "command": "why (pending claim), explain API",
-        "kubectl_dra": ours,
-        "kubectl": None,
-        "target": "3s",
-        "met": ok,
-        "argv": cmd[3:],
-        "kubectl_argv": [],
-        "operator_ready_seconds": ready,
-    }
+        for what, cmd in asked:
+            check = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            if "answered by the draview operator" not in check.stderr:
+                raise SystemExit(f"the operator did not answer: {check.stderr[-500:]}")
+            ours = timed(cmd, env, repeat)
+            ok = verdict("3s", ours["seconds"], None)
+            log(f"{what}: {ours['seconds']} s (operator ready in {ready} s)")
+            rows.append(
+                {
+                    "command": what,
+                    "kubectl_dra": ours,
+                    "kubectl": None,
+                    "target": "3s",
+                    "met": ok,
+                    "argv": cmd[3:],
+                    "kubectl_argv": [],
+                    "operator_ready_seconds": ready,
+                }
+            )
+    return rows
 
 
 def verdict(target: str, ours: float, theirs: float | None) -> bool | None:
@@ -226,7 +257,7 @@ def main() -> None:
             f"{what}: {ours['seconds']} s; kubectl {theirs['seconds'] if theirs else '-'} s; "
             f"target {target}: {ok}"
         )
-    rows.append(explained(kubectl, dra, env, args.repeat))
+    rows.extend(explained(kubectl, dra, env, args.repeat))
     res = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "commit": subprocess.run(

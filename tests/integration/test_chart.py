@@ -294,7 +294,8 @@ def test_rbac_is_least_privilege() -> None:
     assert len(delegators) == 1
     explain = roles["draview-explain"]
     assert explain["rules"] == [
-        {"apiGroups": ["explain.draview.io"], "resources": ["claimexplanations"], "verbs": ["get"]}
+        {"apiGroups": ["explain.draview.io"], "resources": ["claimexplanations"], "verbs": ["get"]},
+        {"apiGroups": ["explain.draview.io"], "resources": ["fitreviews"], "verbs": ["create"]},
     ]
     assert explain["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
     assert "rbac.authorization.k8s.io/aggregate-to-view" not in explain["metadata"]["labels"]

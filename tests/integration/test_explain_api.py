@@ -1,5 +1,6 @@
-"""The explain API: `kubectl dra why` of a pending claim answered by the running operator
-through the API server's aggregation layer, with the caller's identity.
+"""The explain API: `kubectl dra why` of a pending claim, and `kubectl dra fit`, answered by
+the running operator through the API server's aggregation layer, with the caller's
+identity.
 
 The local control plane runs with a front-proxy CA as kubeadm sets it up. The operator
 runs here with --explain-port; an APIService for explain.draview.io points at it through
@@ -16,6 +17,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from kubecluster import KubeCluster
 
 pytestmark = pytest.mark.cluster
 PATH = "/apis/explain.draview.io/v1alpha1/namespaces/{ns}/claimexplanations/{name}"
+FIT_PATH = "/apis/explain.draview.io/v1alpha1/namespaces/{ns}/fitreviews"
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +149,119 @@ def test_the_operator_answers_only_whom_the_api_server_names_and_allows(
     assert gone.returncode != 0 and "draview holds no pending resourceclaim" in gone.stderr
 
 
-def _rule(group: str, resource: str) -> dict[str, list[str]]:
-    return {"apiGroups": [group], "resources": [resource], "verbs": ["get"]}
+@pytest.fixture
+def workload(pending: dict[str, str], crds: KubeCluster, tmp_path: Path) -> Path:
+    """A Deployment whose Pods each take one device of test-class through a template the
+    cluster holds (the plugin reads it and sends it along)."""
+    ns = pending["namespace"]
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-test", "namespace": ns},
+        "spec": {"spec": claim("x", 1)["spec"]},
+    }
+    crds.apply(template)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {
+                "metadata": {"labels": {"app": "trainer"}},
+                "spec": {
+                    "containers": [{"name": "main", "image": "x"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-test"}],
+                },
+            },
+        },
+    }
+    path = tmp_path / "trainer.yaml"
+    path.write_text(json.dumps(deployment))
+    return path
+
+
+def test_fit_of_a_workload_is_the_operators_answer_and_the_same(
+    crds: KubeCluster, pending: dict[str, str], workload: Path
+) -> None:
+    ns = pending["namespace"]
+    asked = dra(crds, "fit", str(workload), "-n", ns, "-o", "json")
+    assert asked.returncode == 0, asked.stderr
+    assert "answered by the draview operator" in asked.stderr, asked.stderr
+    live = dra(crds, "fit", str(workload), "-n", ns, "-o", "json", "--live")
+    assert live.returncode == 0, live.stderr
+    assert "answered by" not in live.stderr
+    doc = json.loads(asked.stdout)
+    assert doc == json.loads(live.stdout)
+    # gpu-0 of the fixture's pool is free: at least that copy fits, on node-1.
+    assert doc["copies"] >= 1 and {"name": "node-1", "copies": 1} in [
+        {"name": n["name"], "copies": n["copies"]} for n in doc["nodes"]
+    ], doc
+    text = dra(crds, "fit", str(workload), "-n", ns, "-o", "wide")
+    assert text.returncode == 0 and "answered by the draview operator" in text.stderr
+    assert text.stdout == dra(crds, "fit", str(workload), "-n", ns, "-o", "wide", "--live").stdout
+    # A budget above what the operator spends: it refuses, and the plugin computes.
+    big = dra(crds, "fit", str(workload), "-n", ns, "-o", "json", "--budget", "200000")
+    assert big.returncode == 0, big.stderr
+    assert "did not answer (FitReview: spec.budget is above" in big.stderr, big.stderr
+    assert json.loads(big.stdout)["copies"] == doc["copies"]
+    # Asked as another release than the operator judges as: computed here, for that one.
+    other = "1.35" if crds.server_release() != "1.35" else "1.36"
+    flags = ("fit", str(workload), "-n", ns, "-o", "json", "--kubernetes-version", other)
+    mine = dra(crds, *flags)
+    assert mine.returncode == 0, mine.stderr
+    assert "did not answer (the draview operator judges as Kubernetes" in mine.stderr
+    assert f"not Kubernetes {other}" in mine.stderr, mine.stderr
+    assert json.loads(mine.stdout)["profile"].startswith(f"Kubernetes {other}")
+
+
+def test_the_operator_answers_a_fit_review_only_to_whom_could_compute_it(
+    crds: KubeCluster, pending: dict[str, str], workload: Path, tmp_path: Path
+) -> None:
+    ns = pending["namespace"]
+    review = tmp_path / "review.json"
+    template = json.loads(
+        crds.check("get", "resourceclaimtemplate", "one-test", "-n", ns, "-o", "json")
+    )
+    objects = [json.loads(workload.read_text()), template]
+    body = {"apiVersion": "explain.draview.io/v1alpha1", "kind": "FitReview"}
+    review.write_text(json.dumps({**body, "spec": {"objects": objects, "budget": 100}}))
+    path = FIT_PATH.format(ns=ns)
+    got = json.loads(crds.check("create", "--raw", path, "-f", str(review)))
+    assert got["kind"] == "FitReview" and got["status"]["kind"] == "FitResult", got
+    assert got["answeredBy"]["pools"] >= 1 and got["status"]["copies"] >= 1, got
+    # RBAC at the API server: a user with no grant at all never reaches the operator.
+    nobody = crds.run("create", "--raw", path, "-f", str(review), "--as=nobody")
+    assert nobody.returncode != 0 and "forbidden" in nobody.stderr.lower(), nobody.stderr
+    # A user who may create reviews but not list slices: the operator refuses.
+    user = "fit-reviewer"
+    crds.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": user, "namespace": ns},
+            "rules": [_rule("explain.draview.io", "fitreviews", "create")],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": user, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )  # fmt: skip
+    refused = crds.run("create", "--raw", path, "-f", str(review), f"--as={user}")
+    assert refused.returncode != 0, refused.stdout
+    assert 'cannot list resource "resourceslices" at the cluster scope' in refused.stderr
+    # A body that is no FitReview: refused with what is wrong.
+    review.write_text(json.dumps({**body, "spec": {"objects": objects}}))
+    bad = crds.run("create", "--raw", path, "-f", str(review))
+    assert bad.returncode != 0 and "spec.budget is required" in bad.stderr, bad.stderr
+
+
+def _rule(group: str, resource: str, verb: str = "get") -> dict[str, list[str]]:
+    return {"apiGroups": [group], "resources": [resource], "verbs": [verb]}
 
 
 def test_the_port_itself_answers_no_one_but_the_front_proxy(explain: dict[str, Any]) -> None:

@@ -16,14 +16,19 @@ from test_controller_batches import RecordingWriter
 
 from draview.api import explanations as api
 from draview.api.fastclaim import read_claim
+from draview.api.workload import read_workload
+from draview.api.world import World
 from draview.cli import settings
 from draview.cli.main import build_parser
 from draview.controller.core import Controller, Settings
 from draview.controller.event_rounds import Explanations
 from draview.controller.explain_answers import ClaimAnswers
 from draview.controller.explain_endpoint import endpoint_slice
+from draview.controller.fit_answers import FitAnswers
 from draview.controller.front_proxy import Caller, FrontProxy
 from draview.explain import DeviceIndex, Explainer
+from draview.explain.fit import fit
+from draview.explain.fit_document import document
 from draview.explain.model import (
     ChoiceExplanation,
     ClaimExplanation,
@@ -70,18 +75,20 @@ def test_an_api_server_without_a_front_proxy_ca_is_one_clear_error() -> None:
         FrontProxy.from_configmap({"client-ca-file": "x"})
 
 
-def test_discovery_documents_name_one_namespaced_get_only_resource() -> None:
-    (res,) = api.resource_list()["resources"]
-    assert (res["name"], res["kind"], res["namespaced"], res["verbs"]) == (
-        "claimexplanations",
-        "ClaimExplanation",
-        True,
-        ["get"],
-    )
+def test_discovery_documents_name_the_two_namespaced_resources_and_their_one_verb() -> None:
+    found = [
+        (r["name"], r["kind"], r["namespaced"], r["verbs"])
+        for r in api.resource_list()["resources"]
+    ]
+    assert found == [
+        ("claimexplanations", "ClaimExplanation", True, ["get"]),
+        ("fitreviews", "FitReview", True, ["create"]),
+    ]
     assert api.group_list()["groups"][0]["preferredVersion"]["groupVersion"] == api.API_VERSION
     assert api.claim_path("ns", "c") == (
         "/apis/explain.draview.io/v1alpha1/namespaces/ns/claimexplanations/c"
     )
+    assert api.fit_path("ns") == "/apis/explain.draview.io/v1alpha1/namespaces/ns/fitreviews"
 
 
 def test_an_explanation_survives_the_trip_through_json() -> None:
@@ -225,3 +232,92 @@ def test_the_catalog_is_kept_warm_for_the_first_answer() -> None:
 
     asyncio.run(two_ticks())
     assert len(explanations.sync.catalog) == 1
+
+
+def _fit_world() -> Any:
+    """A leader holding one pool of three devices on node-1, one of them held."""
+    ctl = Controller(RecordingWriter(), Settings(claim_events=False, explain_api=True))
+    ctl.leader = True
+    ctl.ingest.class_event("ADDED", device_class("gpu.example.com"))
+    devices = [device("g0"), device("g1"), device("g2")]
+    ctl.ingest.slice_event("ADDED", rslice("a", devices, pool="pool-a"))
+    ctl.ingest.claim_event("ADDED", claim("held", result("g1")))
+    ctl.reconciler.compute([(DRIVER, "pool-a")])
+    ctl.role.synced = True
+    return ctl
+
+
+def _wanted(name: str = "one-gpu") -> dict[str, Any]:
+    return claim(name, namespace="team")
+
+
+def test_the_leaders_fit_is_fit_of_the_same_pools() -> None:
+    ctl = _fit_world()
+    fits = FitAnswers(ctl.role, ctl.reconciler, "replica-1")
+    review = api.fit_review("team", [_wanted()], None, 500)
+    reply = _run(fits.answer("team", json.loads(json.dumps(review))))
+    assert reply.code == 201, reply.body
+    body = reply.body
+    assert (body["kind"], body["spec"]) == ("FitReview", review["spec"])
+    assert body["answeredBy"] == {
+        "replica": "replica-1",
+        "profile": ctl.settings.engine.profile.label(),
+        "pools": 1,
+    }
+    workload = read_workload([_wanted()], lambda *_: None, "team")
+    rec = ctl.reconciler
+    world = World(
+        slices=ctl.store.slices_of((DRIVER, "pool-a")),
+        classes=list(ctl.store.classes.values()),
+    )
+    direct = fit(
+        world,
+        workload,
+        ctl.settings.engine,
+        budget=500,
+        results=[rec.full_result((DRIVER, "pool-a"))],  # type: ignore[list-item]
+        allocations={(DRIVER, "pool-a"): ctl.store.allocations_of((DRIVER, "pool-a"))},
+    )
+    profile = ctl.settings.engine.profile.label()
+    assert body["status"] == document(direct, workload, profile, 500)
+    assert body["status"]["copies"] == 2, "g1 is held"
+    # --count stops there.
+    counted = _run(fits.answer("team", api.fit_review("team", [_wanted()], 1, 500)))
+    assert (counted.body["status"]["copies"], counted.body["status"]["stopped"]) == (1, "count")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"kind": "ClaimExplanation"}, "not a FitReview"),
+        ({"kind": "FitReview", "spec": []}, "spec is not a map"),
+        ({"kind": "FitReview", "spec": {"objects": "x", "budget": 5}}, "spec.objects"),
+        ({"kind": "FitReview", "spec": {"objects": [], "budget": 0}}, "spec.budget must be"),
+        ({"kind": "FitReview", "spec": {"objects": [], "budget": True}}, "spec.budget must be"),
+        ({"kind": "FitReview", "spec": {"objects": [], "count": 1.5, "budget": 9}}, "spec.count"),
+        ({"kind": "FitReview", "spec": {"objects": []}}, "spec.budget is required"),
+        ({"kind": "FitReview", "spec": {"objects": [], "budget": 10**6}}, "above the operator"),
+        ({"kind": "FitReview", "spec": {"objects": [], "budget": 9}}, "no workload"),
+    ],
+)
+def test_a_review_that_cannot_be_answered_is_invalid_and_says_why(
+    body: dict[str, Any], message: str
+) -> None:
+    ctl = _fit_world()
+    reply = _run(FitAnswers(ctl.role, ctl.reconciler, "r").answer("team", body))
+    assert (reply.code, reply.body["reason"]) == (422, "Invalid"), reply.body
+    assert message in reply.body["message"]
+
+
+def test_a_fit_the_engine_refuses_is_invalid_and_a_standby_answers_nothing() -> None:
+    ctl = _fit_world()
+    fits = FitAnswers(ctl.role, ctl.reconciler, "r")
+    unknown = _wanted()
+    unknown["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope"
+    reply = _run(fits.answer("team", api.fit_review("team", [unknown], None, 9)))
+    assert reply.code == 422 and "nope" in reply.body["message"], reply.body
+    ctl.role.synced = False
+    assert _run(fits.answer("team", api.fit_review("team", [_wanted()], None, 9))).code == 503
+    ctl.role.leader = False
+    standby = _run(fits.answer("team", api.fit_review("team", [_wanted()], None, 9)))
+    assert "standing by" in standby.body["message"]

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from draview.api.workload import read_workload
 from draview.cli.dra.main import main
+from draview.cli.fit_view import output as dump_output
+from draview.explain.fit_document import document, result_of
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUS = ROOT / "examples" / "gpus.yaml"
@@ -170,3 +173,42 @@ def test_analyze_fit_bad_input_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "not found" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("workload", "dump", "extra"),
+    [
+        ("trainer.yaml", "gpus.yaml", []),
+        ("one-gpu.yaml", "gpus.yaml", ["--count", "2"]),
+        ("one-mig.yaml", "mig-a100.yaml", []),
+        ("one-tpu.yaml", "tpu-multihost.yaml", []),
+        ("one-gpu.yaml", "gpus.yaml", ["--budget", "1"]),
+    ],
+)
+def test_an_answer_read_back_from_its_document_prints_the_same(
+    capsys: pytest.CaptureFixture[str], workload: str, dump: str, extra: list[str]
+) -> None:
+    """What the plugin prints from the operator's FitReview (the document it sends) is
+    what it prints when it computes the answer itself, in every format."""
+    wl, world = ROOT / "examples" / "workloads" / workload, ROOT / "examples" / dump
+    printed = {}
+    for fmt in ("json", "table", "wide"):
+        flags = [] if fmt == "table" else ["-o", fmt]
+        code, out, err = run(capsys, "fit", "-f", str(world), str(wl), *flags, *extra)
+        assert code == 0, err
+        printed[fmt] = out
+    doc = json.loads(printed["json"])
+    objects = yaml.safe_load_all(wl.read_text())
+    wanted = read_workload(list(objects), lambda *_: None, "default")
+    result = result_of(json.loads(json.dumps(doc)))
+    budget = doc["searches"]["budget"]
+    assert document(result, wanted, doc["profile"], budget) == doc
+    assert dump_output(result, wanted, doc["profile"], None, budget) == printed["table"]
+    assert dump_output(result, wanted, doc["profile"], "wide", budget) == printed["wide"]
+
+
+def test_a_document_that_is_no_fit_result_is_refused() -> None:
+    with pytest.raises(ValueError, match="not FitResult"):
+        result_of({"kind": "ClaimExplanation"})
+    with pytest.raises(ValueError, match="not a FitResult document"):
+        result_of({"kind": "FitResult", "nodes": [{"copies": 1}]})

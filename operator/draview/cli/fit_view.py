@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from draview.api.status import API_VERSION
 from draview.api.workload import Lookup, Workload, WorkloadError, read_workload
 from draview.api.world import World, build_world
 from draview.cli.dra.render import Doc
@@ -21,13 +20,7 @@ from draview.engine.pool import PoolResult
 from draview.engine.profile import Profile
 from draview.engine.world import node_assumption
 from draview.explain.fit import FIT_BUDGET, FitDevice, FitError, FitResult, fit, iter_nodes
-
-SCHEMA_VERSION = API_VERSION  # the output schema is versioned with the CRDs
-ONLY_DRA = (
-    "only DRA is judged: CPU, memory, Pod affinity, node taints and other scheduler "
-    "plugins may place fewer copies"
-)
-ANY_NODE = "any node"  # the node draview assumes when the input names no Nodes
+from draview.explain.fit_document import ONLY_DRA, document, node_name
 
 
 def add_fit_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -77,72 +70,6 @@ def answer(
     )
 
 
-def _device(d: FitDevice) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "claim": d.claim,
-        "request": d.request,
-        "driver": d.driver,
-        "pool": d.pool,
-        "device": d.device,
-    }
-    if d.consumed:
-        out["consumedCapacity"] = dict(d.consumed)
-    if d.admin_access:
-        out["adminAccess"] = True
-    return out
-
-
-def document(
-    result: FitResult, workload: Workload, profile: Profile, budget: int = FIT_BUDGET
-) -> dict[str, Any]:
-    """The stable schema (docs/fit.md)."""
-    return {
-        "apiVersion": SCHEMA_VERSION,
-        "kind": "FitResult",
-        "workload": {
-            "kind": workload.kind,
-            "namespace": workload.namespace,
-            "name": workload.name,
-            "claimsPerCopy": [c.name for c in workload.claims],
-            "sharedClaims": [c.name for c in workload.shared],
-        },
-        "profile": profile.label(),
-        "judged": ONLY_DRA,
-        "count": result.count,
-        "copies": result.copies,
-        "maxCopies": result.max_copies,
-        "bounded": result.bounded,
-        "placementDependent": result.placement_dependent,
-        "stopped": result.stopped,
-        "next": {
-            "summary": result.blocker,
-            "claims": [e.to_dict() for e in result.blocked],
-        },
-        "firstCopy": {
-            "node": _name(result.first_node) if result.first else None,
-            "devices": [_device(d) for d in result.first],
-        },
-        "nodes": [
-            {
-                "name": _name(n.name),
-                "copies": n.copies,
-                "maxCopies": n.max_copies,
-                "bounded": n.bounded,
-                "devices": [_device(d) for d in n.devices],
-                "devicesVary": n.devices_vary,
-                **({"error": n.error} if n.error else {}),
-            }
-            for n in iter_nodes(result)
-        ],
-        "searches": {"used": result.searches, "budget": budget},
-        "notes": list(result.notes),
-    }
-
-
-def _name(node: str | None) -> str:
-    return node if node is not None else ANY_NODE
-
-
 def copies_text(result: FitResult) -> str:
     if result.bounded:
         return f"at least {result.copies} (the search budget ended first)"
@@ -167,7 +94,7 @@ def _devices_text(devices: Sequence[FitDevice], several_claims: bool) -> str:
     )
 
 
-def render(result: FitResult, workload: Workload, profile: Profile, wide: bool) -> str:
+def render(result: FitResult, workload: Workload, profile: str, wide: bool) -> str:
     several = len(workload.claims) + len(workload.shared) > 1
     doc = Doc()
     pairs: list[tuple[str, object]] = [
@@ -177,7 +104,7 @@ def render(result: FitResult, workload: Workload, profile: Profile, wide: bool) 
     if workload.shared:
         pairs.append(("Shared Claims", ", ".join(c.name for c in workload.shared)))
     pairs += [
-        ("Profile", profile.label()),
+        ("Profile", profile),
         ("Judged", ONLY_DRA),
         ("Copies", copies_text(result)),
     ]
@@ -185,7 +112,7 @@ def render(result: FitResult, workload: Workload, profile: Profile, wide: bool) 
         pairs.append(
             (
                 "First Copy",
-                f"{_name(result.first_node)}: {_devices_text(result.first, several)}",
+                f"{node_name(result.first_node)}: {_devices_text(result.first, several)}",
             )
         )
     pairs.append(("Next Copy", result.blocker))
@@ -197,7 +124,7 @@ def render(result: FitResult, workload: Workload, profile: Profile, wide: bool) 
     for n in iter_nodes(result):
         if not wide and not (n.max_copies or n.copies or n.error):
             continue
-        row: list[object] = [_name(n.name), _node_copies(n.copies, n.max_copies)]
+        row: list[object] = [node_name(n.name), _node_copies(n.copies, n.max_copies)]
         devices = _devices_text(n.devices, several)
         if n.devices_vary:
             devices += " (or others: the walk order decides)"
@@ -225,8 +152,9 @@ def render(result: FitResult, workload: Workload, profile: Profile, wide: bool) 
 
 
 def output(
-    result: FitResult, workload: Workload, profile: Profile, fmt: str | None, budget: int
+    result: FitResult, workload: Workload, profile: str, fmt: str | None, budget: int
 ) -> str:
+    """`profile`: the label of the profile the answer was judged as."""
     if fmt in ("yaml", "json"):
         return dump(document(result, workload, profile, budget), fmt)
     return render(result, workload, profile, fmt == "wide")
@@ -283,5 +211,5 @@ def run_offline(args: argparse.Namespace, profile: Profile, prog: str = "draview
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     fmt = {"table": None}.get(args.output, args.output)
-    sys.stdout.write(output(result, workload, profile, fmt, args.budget))
+    sys.stdout.write(output(result, workload, profile.label(), fmt, args.budget))
     return 0

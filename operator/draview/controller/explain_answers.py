@@ -29,7 +29,7 @@ class Reply:
     body: dict[str, Any]
 
 
-def _failure(code: int, reason: str, message: str) -> Reply:
+def failure(code: int, reason: str, message: str) -> Reply:
     return Reply(code, status(code, reason, message))
 
 
@@ -63,12 +63,12 @@ class ClaimAnswers:
 
     async def answer(self, namespace: str, name: str, node: str | None) -> Reply:
         if not self.role.leader:
-            return _failure(503, "ServiceUnavailable", "this draview replica is standing by")
+            return failure(503, "ServiceUnavailable", "this draview replica is standing by")
         if not self.role.synced:
-            return _failure(503, "ServiceUnavailable", "draview's first sync is not written yet")
+            return failure(503, "ServiceUnavailable", "draview's first sync is not written yet")
         claim = self._pending(namespace, name)
         if claim is None:
-            return _failure(
+            return failure(
                 404,
                 "NotFound",
                 f'draview holds no pending resourceclaim "{name}" in namespace {namespace}',
@@ -78,7 +78,7 @@ class ClaimAnswers:
         if node is not None:
             labels = rec.nodes.labels_of(node)
             if labels is None and rec.nodes_watched:
-                return _failure(404, "NotFound", f'node "{node}" not found')
+                return failure(404, "NotFound", f'node "{node}" not found')
         store = rec.store
         rules = store.rules()
         async with self.explanations.lock:

@@ -3,8 +3,9 @@ ClaimExplanation (api/explanations.py), reached through the API server's aggrega
 layer (an APIService the chart installs).
 
 Discovery is served to anyone who reaches the port (the API server reads it to list the
-group, as it does for every aggregated API); an explanation only to a caller the front
-proxy names and the API server authorizes (front_proxy.py). The port starts once the
+group, as it does for every aggregated API); an explanation, or the answer to a
+FitReview (fit_answers.py), only to a caller the front proxy names and the API server
+authorizes (front_proxy.py). The port starts once the
 front-proxy CA is read: until then there is no way to tell the API server from anyone
 else, and the APIService shows as unavailable, which says why. The serving certificate and
 the CA are taken up again when they change (serving_tls.py)."""
@@ -21,6 +22,7 @@ from kubernetes_asyncio import client
 from draview.api import explanations as api
 from draview.controller import front_proxy
 from draview.controller.explain_answers import ClaimAnswers
+from draview.controller.fit_answers import FitAnswers
 from draview.controller.logs import Once
 from draview.controller.serving_tls import ServingTLS
 
@@ -41,7 +43,9 @@ def _fail(code: int, reason: str, message: str) -> web.Response:
     return _json(code, api.status(code, reason, message))
 
 
-def app(tls: ServingTLS, answers: ClaimAnswers, kube: client.ApiClient) -> web.Application:
+def app(
+    tls: ServingTLS, answers: ClaimAnswers, fits: FitAnswers, kube: client.ApiClient
+) -> web.Application:
     async def group_list(_: web.Request) -> web.Response:
         return _json(200, api.group_list())
 
@@ -51,25 +55,57 @@ def app(tls: ServingTLS, answers: ClaimAnswers, kube: client.ApiClient) -> web.A
     async def resources(_: web.Request) -> web.Response:
         return _json(200, api.resource_list())
 
-    async def explanation(request: web.Request) -> web.Response:
+    async def refused(
+        request: web.Request, needed: front_proxy.Needed, name: str = ""
+    ) -> tuple[front_proxy.Caller | None, web.Response | None]:
+        """The caller, or the answer that refuses them."""
         peer = request.transport.get_extra_info("peercert") if request.transport else None
         who = tls.proxy.caller(peer, request.headers)
         if who is None:
-            return _fail(401, "Unauthorized", "ask through the Kubernetes API server")
+            return None, _fail(401, "Unauthorized", "ask through the Kubernetes API server")
         namespace = request.match_info["namespace"]
-        name = request.match_info["name"]
         try:
-            refused = await front_proxy.refusal(kube, who, namespace, name)
+            why = await front_proxy.refusal(kube, who, needed, namespace, name)
         except Exception as exc:  # the API server could not say: refuse, and say why
             log.warning("authorization failed", extra={"user": who.user, "error": str(exc)})
-            return _fail(503, "ServiceUnavailable", f"could not authorize: {exc}")
-        if refused is not None:
-            return _fail(403, "Forbidden", refused)
+            return None, _fail(503, "ServiceUnavailable", f"could not authorize: {exc}")
+        if why is not None:
+            return None, _fail(403, "Forbidden", why)
+        return who, None
+
+    async def explanation(request: web.Request) -> web.Response:
+        namespace = request.match_info["namespace"]
+        name = request.match_info["name"]
+        who, refusal = await refused(request, front_proxy.WHY_NEEDED, name)
+        if who is None:
+            assert refusal is not None
+            return refusal
         node = request.query.get("node") or None
         reply = await answers.answer(namespace, name, node)
         log.debug(
             "answered",
             extra={"object": f"{namespace}/{name}", "user": who.user, "code": reply.code},
+        )
+        return _json(reply.code, reply.body)
+
+    async def fit_review(request: web.Request) -> web.Response:
+        namespace = request.match_info["namespace"]
+        who, refusal = await refused(request, front_proxy.FIT_NEEDED)
+        if who is None:
+            assert refusal is not None
+            return refusal
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            return _fail(400, "BadRequest", f"the body is not JSON: {exc}")
+        reply = await fits.answer(namespace, body)
+        log.debug(
+            "answered",
+            extra={
+                "object": f"{namespace}/{api.FIT_RESOURCE}",
+                "user": who.user,
+                "code": reply.code,
+            },
         )
         return _json(reply.code, reply.body)
 
@@ -81,12 +117,14 @@ def app(tls: ServingTLS, answers: ClaimAnswers, kube: client.ApiClient) -> web.A
     application.router.add_get(
         base + "/namespaces/{namespace}/" + api.RESOURCE + "/{name}", explanation
     )
+    application.router.add_post(base + "/namespaces/{namespace}/" + api.FIT_RESOURCE, fit_review)
     return application
 
 
 async def run(
     kube: client.ApiClient,
     answers: ClaimAnswers,
+    fits: FitAnswers,
     host: str,
     port: int,
     cert_dir: str,
@@ -101,7 +139,7 @@ async def run(
             once.say("ca", f"cannot read the front-proxy CA, the explain API waits: {exc}")
             await asyncio.sleep(RETRY)
     tls = ServingTLS(proxy, cert_dir)
-    runner = web.AppRunner(app(tls, answers, kube), access_log=None)
+    runner = web.AppRunner(app(tls, answers, fits, kube), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port, ssl_context=tls.context).start()

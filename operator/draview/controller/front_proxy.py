@@ -8,10 +8,12 @@ extension-apiserver-authentication-reader). Headers are believed only from a con
 whose client certificate that CA signed, for one of those names; anything else is
 anonymous and refused.
 
-The API server has authorized `get claimexplanations` already. The operator then asks it
-(SubjectAccessReview, as any aggregated server delegates authorization) whether the caller
-may also read the claim and list ResourceSlices: the answer names devices of the whole
-cluster, and it should reach no one who could not have computed it."""
+The API server has authorized `get claimexplanations` (or `create fitreviews`) already.
+The operator then asks it (SubjectAccessReview, as any aggregated server delegates
+authorization) whether the caller may also read what computing the answer reads: the
+claim and every ResourceSlice for `why`, every ResourceSlice and ResourceClaim for `fit`.
+The answer names devices (and the claims holding them) of the whole cluster, and it
+should reach no one who could not have computed it."""
 
 from __future__ import annotations
 
@@ -105,16 +107,30 @@ async def read(api: client.ApiClient) -> FrontProxy:
     return FrontProxy.from_configmap(cm.data or {})
 
 
-# What computing the answer needs (kubectl dra why without the operator), as
-# (verb, resource, whether in the claim's namespace).
-NEEDED: Sequence[tuple[str, str, bool]] = (
+# What computing an answer needs without the operator, as (verb, resource, whether of
+# the object named by the request).
+Needed = Sequence[tuple[str, str, bool]]
+# kubectl dra why CLAIM,
+WHY_NEEDED: Needed = (
     ("get", "resourceclaims", True),
     ("list", "resourceslices", False),
 )
+# and kubectl dra fit (every claim: the answer says which hold the devices it cannot get).
+FIT_NEEDED: Needed = (
+    ("list", "resourceslices", False),
+    ("list", "resourceclaims", False),
+)
 
 
-async def refusal(api: client.ApiClient, who: Caller, namespace: str, name: str) -> str | None:
-    """Why `who` may not have the answer for claim namespace/name; None when they may."""
+async def refusal(
+    api: client.ApiClient,
+    who: Caller,
+    needed: Needed,
+    namespace: str = "",
+    name: str = "",
+) -> str | None:
+    """Why `who` may not have the answer whose computing takes `needed` (about the object
+    namespace/name); None when they may."""
     auth = client.AuthorizationV1Api(api)
 
     async def check(verb: str, resource: str, local: bool) -> str | None:
@@ -137,5 +153,5 @@ async def refusal(api: client.ApiClient, who: Caller, namespace: str, name: str)
         where = f' "{name}" in namespace {namespace}' if local else " at the cluster scope"
         return f'user "{who.user}" cannot {verb} resource "{resource}"{where}'
 
-    found = await asyncio.gather(*(check(*n) for n in NEEDED))
+    found = await asyncio.gather(*(check(*n) for n in needed))
     return next((f for f in found if f is not None), None)

@@ -123,6 +123,11 @@ CAPACITY_SECONDS = Histogram(
     "Time to answer one probe again after a pool it depends on changed",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
 )
+FIT_REVIEW_SECONDS = Histogram(
+    "draview_fit_review_duration_seconds",
+    "Time to answer one FitReview of the explain API (kubectl dra fit), once its turn came",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
 
 
 class PoolSeries:

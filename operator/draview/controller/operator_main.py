@@ -21,6 +21,7 @@ from draview.controller import explain_api, kube, kubeconfig, metrics, watch
 from draview.controller.core import Controller, Settings
 from draview.controller.explain_answers import ClaimAnswers
 from draview.controller.explain_endpoint import LeaderEndpoint
+from draview.controller.fit_answers import FitAnswers
 from draview.controller.health import serve
 from draview.controller.informers import Informer, build_informers
 from draview.controller.kopf_wiring import start_kopf
@@ -198,7 +199,8 @@ def _explain_api(
     if e is None:
         return None
     answers = ClaimAnswers(ctl.role, ctl.reconciler, ctl.explanations, cfg.identity)
-    serving = explain_api.run(api, answers, cfg.bind_address, e.port, e.cert_dir)
+    fits = FitAnswers(ctl.role, ctl.reconciler, cfg.identity)
+    serving = explain_api.run(api, answers, fits, cfg.bind_address, e.port, e.cert_dir)
     tasks.append(asyncio.create_task(serving, name="explain-api"))
     warm = answers.keep_warm(cfg.settings.explain_interval)
     tasks.append(asyncio.create_task(warm, name="explain-catalog"))

@@ -162,6 +162,10 @@ class Cluster(ABC):
         that cannot ask (kubectl's) answers (0, None)."""
         return 0, None
 
+    def post_path(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """POST a JSON body to an API path: as get_path."""
+        return 0, None
+
     def progress_done(self) -> None:  # noqa: B027 (most transports show no progress)
         """A read ended: clear a progress line before anything else is printed."""
 

@@ -410,6 +410,13 @@ class Rest(Cluster):
         except ValueError:
             return status, None
 
+    def post_path(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        status, data = self.request("POST", path, body=body)
+        try:
+            return status, json.loads(data)
+        except ValueError:
+            return status, None
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         obj: dict[str, Any] = self._json(self._path(kind, name, namespace))
         _hide_managed_fields(obj)

@@ -263,6 +263,7 @@ class Source(Objects):
     _results: list[PoolResult] | None = None
     _profile: Profile | None = None
     _profile_said: bool = False
+    _named: Profile | None = None  # the profile the flags name, if they name one
     _statuses: dict[Scope, Statuses] = field(default_factory=dict)
     _publishes: bool | None = None
 
@@ -279,8 +280,13 @@ class Source(Objects):
                 raise CliError(str(exc)) from None
         else:
             source = cls(connect(args), live=args.live)
-        source._profile = named
+        source._profile = source._named = named
         return source
+
+    def named_profile(self) -> Profile | None:
+        """The profile --kubernetes-version and --feature-gates name; None when they
+        name none (the cluster's own is judged as, as the operator judges)."""
+        return self._named
 
     def profile(self) -> Profile:
         """Whose scheduler to mirror: the flags', else a live cluster's own, else the

@@ -13,7 +13,7 @@ from draview.api.fastclaim import read_claim
 from draview.cli.dra.allocations import OPERATOR
 from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError
-from draview.cli.dra.operator_answer import Answer, ask
+from draview.cli.dra.operator_answer import Answer, ask, other_profile
 from draview.cli.dra.rbac import Visibility
 from draview.cli.dra.render import Doc
 from draview.cli.dra.source import Source, note
@@ -145,9 +145,12 @@ def run(args: argparse.Namespace, source: Source) -> int:
     if not claim.allocated and source.cluster is not None and not source.live:
         asked = ask(source.cluster, namespace, args.claim, args.node)
         if isinstance(asked, Answer):
-            note(asked.source)
-            _print(asked.explanation, asked.statuses, vis, args.output)
-            return 0
+            differs = other_profile(asked.profile, source.named_profile())
+            if differs is None:
+                note(asked.source)
+                _print(asked.explanation, asked.statuses, vis, args.output)
+                return 0
+            asked = differs
         if asked is not None:
             note(f"the draview operator did not answer ({asked}); computing the answer here")
     world, results, origin = source.claim_world(raw, claim)

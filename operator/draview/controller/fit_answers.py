@@ -1,0 +1,119 @@
+"""What the explain API (explain_api.py) answers for a FitReview: `kubectl dra fit` of a
+workload, from the leader's judged pools.
+
+The plugin computing the answer itself reads every ResourceSlice of the cluster and
+judges every pool before it can place a copy; the leader holds every pool judged
+already. It hands `fit` the pools as last judged, with their status bodies (unpacked,
+as a capacity probe takes them), in a worker thread, one review at a time: a question
+asked cold costs about what `kubectl dra fit` costs once the cluster is read (seconds at
+thousands of nodes, bench/engine/README.md), and the event loop keeps the Lease and the
+watches going meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from draview.api import explanations as api
+from draview.api.workload import Workload, WorkloadError, read_workload
+from draview.api.world import World
+from draview.controller import metrics
+from draview.controller.explain_answers import Reply, failure
+from draview.controller.queue import Role
+from draview.controller.reconcile import Reconciler
+from draview.engine.model import AllocRef, EngineOptions, PoolKey
+from draview.engine.pool import PoolResult
+from draview.explain.fit import FitError, FitResult, fit
+from draview.explain.fit_document import document
+
+log = logging.getLogger("draview.explain_api")
+
+
+class FitAnswers:
+    def __init__(self, role: Role, reconciler: Reconciler, identity: str) -> None:
+        self.role = role
+        self.reconciler = reconciler
+        self.identity = identity
+        self.lock = asyncio.Lock()  # one review at a time
+
+    async def answer(self, namespace: str, body: Any) -> Reply:
+        if not self.role.leader:
+            return failure(503, "ServiceUnavailable", "this draview replica is standing by")
+        if not self.role.synced:
+            return failure(503, "ServiceUnavailable", "draview's first sync is not written yet")
+        try:
+            objects, count, budget = api.read_fit_review(body)
+            # The plugin sends what the workload names along with it, as its caller read
+            # them: nothing is looked up here.
+            workload = read_workload(objects, lambda *_: None, namespace)
+        except (ValueError, WorkloadError) as exc:
+            return failure(422, "Invalid", str(exc))
+        rec = self.reconciler
+        profile = rec.settings.engine.profile.label()
+        async with self.lock:
+            world, judge, allocations = self._picture()
+            began = time.perf_counter()
+            try:
+                result = await asyncio.to_thread(
+                    _fit, world, judge, allocations, workload, rec.settings.engine, count, budget
+                )
+            except FitError as exc:
+                return failure(422, "Invalid", str(exc))
+            metrics.FIT_REVIEW_SECONDS.observe(time.perf_counter() - began)
+        answered_by = {"replica": self.identity, "profile": profile, "pools": len(judge)}
+        doc = document(result, workload, profile, budget)
+        log.debug(
+            "fit review answered",
+            extra={"object": f"{namespace}/{workload.label}", "copies": result.copies},
+        )
+        return Reply(201, api.fit_review_answer(body, doc, answered_by))
+
+    def _picture(
+        self,
+    ) -> tuple[World, list[Callable[[], PoolResult]], dict[PoolKey, list[AllocRef]]]:
+        """On the event loop: every judged pool as the worker is to judge or unpack it,
+        and what fit's world is made of, taken while nothing changes them."""
+        rec = self.reconciler
+        store = rec.store
+        judge: list[Callable[[], PoolResult]] = []
+        allocations: dict[PoolKey, list[AllocRef]] = {}
+        slices = []
+        for key in sorted(rec.results):
+            again = rec.judge_again(key)
+            if again is None:
+                continue
+            judge.append(again)
+            allocations[key] = store.allocations_of(key)
+            slices.extend(store.slices_of(key))
+        world = World(
+            slices=slices,
+            taint_rules=store.rules(),
+            classes=list(store.classes.values()),
+            nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
+        )
+        return world, judge, allocations
+
+
+def _fit(
+    world: World,
+    judge: Sequence[Callable[[], PoolResult]],
+    allocations: dict[PoolKey, list[AllocRef]],
+    workload: Workload,
+    options: EngineOptions,
+    count: int | None,
+    budget: int,
+) -> FitResult:
+    """In a worker thread: the pools unpacked (or judged again), then fit."""
+    results = [make() for make in judge]
+    return fit(
+        world,
+        workload,
+        options,
+        count=count,
+        budget=budget,
+        results=results,
+        allocations=allocations,
+    )
