@@ -98,7 +98,7 @@ def why(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_why_names_an_allocated_device_and_a_taint(
-    kube_cluster: KubeCluster, kube_namespace: str, driver: Driver
+    kube_cluster: KubeCluster, kube_namespace: str, driver: Driver, tmp_path: Path
 ) -> None:
     dc = f"gpu-{driver.suffix}"
     driver.apply(
@@ -143,6 +143,24 @@ def test_why_names_an_allocated_device_and_a_taint(
     assert list(tainted["requests"][0]["choices"][0]["blocked"]) == ["Tainted"]
     text = dra(kube_cluster, "why", "tainted", "-n", kube_namespace).stdout
     assert "example.com/xid=79:NoSchedule not tolerated" in text
+
+    # fit, where no explain API is installed: computed here, with no note about it. The
+    # h100 is held by "first" (the scheduler left "second" pending): no copy fits; the
+    # a100 is free: one copy on the node. No operator judges this pool: where another
+    # left status objects of its own pools, they cannot stand in for this one's claims.
+    a100 = f'device.attributes["{driver.name}"].model == "a100"'
+    for selector, copies in ((h100, 0), (a100, 1)):
+        workload = tmp_path / "claim.json"
+        workload.write_text(json.dumps(claim("next", dc, selector)))
+        fit = dra(kube_cluster, "fit", str(workload), "-n", kube_namespace, "-o", "json")
+        assert fit.returncode == 0, fit.stderr
+        assert "did not answer" not in fit.stderr, fit.stderr
+        doc = json.loads(fit.stdout)
+        assert doc["copies"] == copies, doc
+        if copies:
+            assert doc["firstCopy"]["devices"][0]["device"] == "gpu-0", doc
+        else:
+            assert "Allocated" in doc["next"]["summary"], doc
 
 
 # -- (c) CEL parity with the scheduler ---------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from draview.api.status import SLICE_STATUS_KIND
 from draview.api.world import build_world
-from draview.cli.dra.allocations import claims_from_statuses
+from draview.cli.dra.allocations import claims_from_statuses, statuses_cover
 from draview.cli.inputs import read_sources
 from draview.engine.model import EngineOptions
 from draview.engine.world import world_objects
@@ -86,3 +86,21 @@ def test_statuses_stand_in_for_claims_on_random_worlds(seed: int) -> None:
         return
     again = world_objects(build_world([*_not_claims(world.objects), *claims]), options)
     assert again == judged
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_statuses_cover_the_slices_they_were_made_of_and_no_other(path: Path) -> None:
+    objs = read_sources([str(path)])
+    for i, o in enumerate(objs):
+        if o.get("kind") == "ResourceSlice":
+            o.setdefault("metadata", {})["uid"] = f"uid-{i}"
+    slices = [o for o in objs if o.get("kind") == "ResourceSlice"]
+    judged = world_objects(build_world(objs))
+    statuses = [o for o in judged if o["kind"] == SLICE_STATUS_KIND]
+    assert statuses_cover(statuses, slices)
+    # A slice no status was written for yet (a new one, or an operator that is behind).
+    newer = {**slices[0], "metadata": {**slices[0]["metadata"], "name": "made-since"}}
+    assert not statuses_cover(statuses, [*slices, newer])
+    # One deleted and made again under its name since the status was written.
+    again = {**slices[0], "metadata": {**slices[0]["metadata"], "uid": "uid-new"}}
+    assert not statuses_cover(statuses, [again, *slices[1:]])

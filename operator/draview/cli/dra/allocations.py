@@ -6,9 +6,10 @@ engine builds from claims (engine/allocations.py), so claims rebuilt from them j
 pool exactly as the claims themselves do, as of the operator's last write. Reading a
 status object per slice instead of a claim per pod is what lets `why` answer in seconds
 on a cluster of 50,000 claims. Where a device's list was cut short (more allocations
-than a status lists), or where a pool holds an allocation of a device it does not have
-(which no device's status can record), the statuses cannot stand in and every claim is
-read instead.
+than a status lists), where a pool holds an allocation of a device it does not have
+(which no device's status can record), or where some slice read has no status object
+of its own (the operator is behind, or no longer runs), the statuses cannot stand in and
+every claim is read instead.
 """
 
 from __future__ import annotations
@@ -18,6 +19,21 @@ from typing import Any
 # Where the allocations a `why` answer counted came from.
 OPERATOR = "the draview operator's ResourceSliceStatus objects"
 CLAIMS = "ResourceClaims"
+
+
+def statuses_cover(statuses: list[dict[str, Any]], slices: list[dict[str, Any]]) -> bool:
+    """Whether every slice has its status object: named after it and, where the slice
+    has a uid, owned by that very slice (not by one deleted and made again since)."""
+    owned: set[tuple[str, str]] = set()
+    for obj in statuses:
+        meta = obj.get("metadata") or {}
+        owners = meta.get("ownerReferences") or [{}]
+        owned.update((str(meta.get("name")), str(o.get("uid") or "")) for o in owners)
+    for s in slices:
+        meta = s.get("metadata") or {}
+        if (str(meta.get("name")), str(meta.get("uid") or "")) not in owned:
+            return False
+    return True
 
 
 def claims_from_statuses(

@@ -16,7 +16,8 @@ from draview.cli.dra.cluster import Cluster
 from draview.engine.profile import Profile
 from draview.explain.model import ClaimExplanation, from_dict
 
-# The API server's 404 for a group it does not serve: the explain API is not installed.
+# The API server's 404 for a group it does not serve: the explain API is not installed
+# (a GET is answered with this Status; a POST with a plain "404 page not found").
 NOT_SERVED = "the server could not find the requested resource"
 
 
@@ -59,7 +60,7 @@ def other_profile(asked: str, flags: Profile | None) -> str | None:
 def _refused(status: int, body: Any) -> str | None:
     """Why there is no answer (for a note); None when the API is not installed."""
     message = body.get("message") if isinstance(body, dict) else None
-    if status == 404 and message == NOT_SERVED:
+    if status == 404 and (message == NOT_SERVED or body is None):
         return None
     return str(message or f"HTTP {status}")
 

@@ -23,7 +23,7 @@ from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_KIND, SLICE_STATUS_KIND
 from draview.api.taints import DeviceClass
 from draview.api.world import World, build_world
-from draview.cli.dra.allocations import CLAIMS, OPERATOR, claims_from_statuses
+from draview.cli.dra.allocations import CLAIMS, OPERATOR, claims_from_statuses, statuses_cover
 from draview.cli.dra.cluster import (
     EVERYTHING,
     Cluster,
@@ -413,7 +413,14 @@ class Source(Objects):
             queries = [q for sc in scopes for q in sc.status_queries()] or [EVERYTHING]
             self.profile()  # refused before any list is made, as in _build_world
             self.prefetch_selected((SLICE_STATUS_KIND, queries), ("ResourceSlice", slices))
-            claims = claims_from_statuses(self.selected(SLICE_STATUS_KIND, queries), claim)
+            statuses = self.selected(SLICE_STATUS_KIND, queries)
+            if statuses_cover(statuses, self.selected("ResourceSlice", slices)):
+                claims = claims_from_statuses(statuses, claim)
+            else:
+                note(
+                    "some slices have no status object of the draview operator (it is "
+                    "behind, or not running): every claim is read"
+                )
             if claims is not None:
                 origin = OPERATOR
         if claims is None and held is None and drivers is None:
