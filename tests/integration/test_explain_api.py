@@ -123,24 +123,13 @@ def test_the_operator_answers_only_whom_the_api_server_names_and_allows(
     # A user who may get explanations and the claim but not list slices: the operator's
     # SubjectAccessReview refuses, naming what is missing.
     user = "explain-reader"
-    crds.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": user, "namespace": ns},
-            "rules": [
-                _rule("explain.draview.io", "claimexplanations"),
-                _rule("resource.k8s.io", "resourceclaims"),
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": user, "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        },
-    )  # fmt: skip
+    _grant(
+        crds,
+        ns,
+        user,
+        _rule("explain.draview.io", "claimexplanations"),
+        _rule("resource.k8s.io", "resourceclaims"),
+    )
     refused = crds.run("get", "--raw", path, f"--as={user}")
     assert refused.returncode != 0, refused.stdout
     assert 'cannot list resource "resourceslices"' in refused.stderr, refused.stderr
@@ -236,21 +225,7 @@ def test_the_operator_answers_a_fit_review_only_to_whom_could_compute_it(
     assert nobody.returncode != 0 and "forbidden" in nobody.stderr.lower(), nobody.stderr
     # A user who may create reviews but not list slices: the operator refuses.
     user = "fit-reviewer"
-    crds.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": user, "namespace": ns},
-            "rules": [_rule("explain.draview.io", "fitreviews", "create")],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": user, "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        },
-    )  # fmt: skip
+    _grant(crds, ns, user, _rule("explain.draview.io", "fitreviews", "create"))
     refused = crds.run("create", "--raw", path, "-f", str(review), f"--as={user}")
     assert refused.returncode != 0, refused.stdout
     assert 'cannot list resource "resourceslices" at the cluster scope' in refused.stderr
@@ -262,6 +237,25 @@ def test_the_operator_answers_a_fit_review_only_to_whom_could_compute_it(
 
 def _rule(group: str, resource: str, verb: str = "get") -> dict[str, list[str]]:
     return {"apiGroups": [group], "resources": [resource], "verbs": [verb]}
+
+
+def _grant(crds: KubeCluster, ns: str, user: str, *rules: dict[str, list[str]]) -> None:
+    """A Role of `rules` in `ns`, bound to `user`."""
+    crds.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": user, "namespace": ns},
+            "rules": list(rules),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": user, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
 
 
 def test_the_port_itself_answers_no_one_but_the_front_proxy(explain: dict[str, Any]) -> None:

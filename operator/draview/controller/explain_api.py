@@ -21,7 +21,7 @@ from kubernetes_asyncio import client
 
 from draview.api import explanations as api
 from draview.controller import front_proxy
-from draview.controller.explain_answers import ClaimAnswers
+from draview.controller.explain_answers import ClaimAnswers, Reply
 from draview.controller.fit_answers import FitAnswers
 from draview.controller.logs import Once
 from draview.controller.serving_tls import ServingTLS
@@ -43,81 +43,82 @@ def _fail(code: int, reason: str, message: str) -> web.Response:
     return _json(code, api.status(code, reason, message))
 
 
-def app(
-    tls: ServingTLS, answers: ClaimAnswers, fits: FitAnswers, kube: client.ApiClient
-) -> web.Application:
-    async def group_list(_: web.Request) -> web.Response:
+class _Handlers:
+    """The routes of the port: discovery for anyone, answers for a caller the front proxy
+    names and the API server allows."""
+
+    def __init__(
+        self, tls: ServingTLS, answers: ClaimAnswers, fits: FitAnswers, kube: client.ApiClient
+    ) -> None:
+        self.tls, self.answers, self.fits, self.kube = tls, answers, fits, kube
+
+    async def group_list(self, _: web.Request) -> web.Response:
         return _json(200, api.group_list())
 
-    async def group(_: web.Request) -> web.Response:
+    async def group(self, _: web.Request) -> web.Response:
         return _json(200, api.group())
 
-    async def resources(_: web.Request) -> web.Response:
+    async def resources(self, _: web.Request) -> web.Response:
         return _json(200, api.resource_list())
 
-    async def refused(
-        request: web.Request, needed: front_proxy.Needed, name: str = ""
-    ) -> tuple[front_proxy.Caller | None, web.Response | None]:
-        """The caller, or the answer that refuses them."""
+    async def _caller(
+        self, request: web.Request, needed: front_proxy.Needed, name: str = ""
+    ) -> front_proxy.Caller | web.Response:
+        """Who asks, when they may have the answer; else the answer that refuses them."""
         peer = request.transport.get_extra_info("peercert") if request.transport else None
-        who = tls.proxy.caller(peer, request.headers)
+        who = self.tls.proxy.caller(peer, request.headers)
         if who is None:
-            return None, _fail(401, "Unauthorized", "ask through the Kubernetes API server")
+            return _fail(401, "Unauthorized", "ask through the Kubernetes API server")
         namespace = request.match_info["namespace"]
         try:
-            why = await front_proxy.refusal(kube, who, needed, namespace, name)
+            why = await front_proxy.refusal(self.kube, who, needed, namespace, name)
         except Exception as exc:  # the API server could not say: refuse, and say why
             log.warning("authorization failed", extra={"user": who.user, "error": str(exc)})
-            return None, _fail(503, "ServiceUnavailable", f"could not authorize: {exc}")
+            return _fail(503, "ServiceUnavailable", f"could not authorize: {exc}")
         if why is not None:
-            return None, _fail(403, "Forbidden", why)
-        return who, None
+            return _fail(403, "Forbidden", why)
+        return who
 
-    async def explanation(request: web.Request) -> web.Response:
+    async def explanation(self, request: web.Request) -> web.Response:
         namespace = request.match_info["namespace"]
         name = request.match_info["name"]
-        who, refusal = await refused(request, front_proxy.WHY_NEEDED, name)
-        if who is None:
-            assert refusal is not None
-            return refusal
+        who = await self._caller(request, front_proxy.WHY_NEEDED, name)
+        if isinstance(who, web.Response):
+            return who
         node = request.query.get("node") or None
-        reply = await answers.answer(namespace, name, node)
-        log.debug(
-            "answered",
-            extra={"object": f"{namespace}/{name}", "user": who.user, "code": reply.code},
-        )
-        return _json(reply.code, reply.body)
+        reply = await self.answers.answer(namespace, name, node)
+        return _answered(reply, f"{namespace}/{name}", who)
 
-    async def fit_review(request: web.Request) -> web.Response:
+    async def fit_review(self, request: web.Request) -> web.Response:
         namespace = request.match_info["namespace"]
-        who, refusal = await refused(request, front_proxy.FIT_NEEDED)
-        if who is None:
-            assert refusal is not None
-            return refusal
+        who = await self._caller(request, front_proxy.FIT_NEEDED)
+        if isinstance(who, web.Response):
+            return who
         try:
             body = await request.json()
         except ValueError as exc:
             return _fail(400, "BadRequest", f"the body is not JSON: {exc}")
-        reply = await fits.answer(namespace, body)
-        log.debug(
-            "answered",
-            extra={
-                "object": f"{namespace}/{api.FIT_RESOURCE}",
-                "user": who.user,
-                "code": reply.code,
-            },
-        )
-        return _json(reply.code, reply.body)
+        reply = await self.fits.answer(namespace, body)
+        return _answered(reply, f"{namespace}/{api.FIT_RESOURCE}", who)
 
+
+def _answered(reply: Reply, what: str, who: front_proxy.Caller) -> web.Response:
+    log.debug("answered", extra={"object": what, "user": who.user, "code": reply.code})
+    return _json(reply.code, reply.body)
+
+
+def app(
+    tls: ServingTLS, answers: ClaimAnswers, fits: FitAnswers, kube: client.ApiClient
+) -> web.Application:
+    h = _Handlers(tls, answers, fits, kube)
     base = f"/apis/{api.API_VERSION}"
+    namespaced = base + "/namespaces/{namespace}/"
     application = web.Application()
-    application.router.add_get("/apis", group_list)
-    application.router.add_get(f"/apis/{api.GROUP}", group)
-    application.router.add_get(base, resources)
-    application.router.add_get(
-        base + "/namespaces/{namespace}/" + api.RESOURCE + "/{name}", explanation
-    )
-    application.router.add_post(base + "/namespaces/{namespace}/" + api.FIT_RESOURCE, fit_review)
+    application.router.add_get("/apis", h.group_list)
+    application.router.add_get(f"/apis/{api.GROUP}", h.group)
+    application.router.add_get(base, h.resources)
+    application.router.add_get(namespaced + api.RESOURCE + "/{name}", h.explanation)
+    application.router.add_post(namespaced + api.FIT_RESOURCE, h.fit_review)
     return application
 
 
