@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -193,7 +194,9 @@ def kubectl_dra(k: KubeCluster, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_a_pod_that_cannot_fit_is_explained(release: Release, workload_ns: str) -> None:
+def test_a_pod_that_cannot_fit_is_explained(
+    release: Release, workload_ns: str, tmp_path: Path
+) -> None:
     k, device_class = release.k, setting("DRAVIEW_NODE_DEVICE_CLASS")
     k.create(claim_template("five", device_class, count=5), namespace=workload_ns)
     k.create(
@@ -229,6 +232,21 @@ def test_a_pod_that_cannot_fit_is_explained(release: Release, workload_ns: str) 
     assert pools.returncode == 0, pools.stderr
     (pool,) = json.loads(pools.stdout)["items"]
     assert pool["status"]["summary"]["availableDevices"] == 4, pool["status"]
+    # How many more Pods of one device each would fit: the leader answers that too (a
+    # FitReview), as computed, and the Pod's template is read from the cluster.
+    k.create(claim_template("one-dev", device_class), namespace=workload_ns)
+    workload = tmp_path / "more.json"
+    more = restricted_pod("more", release.image, [
+        {"name": "dev", "resourceClaimTemplateName": "one-dev"}
+    ])  # fmt: skip
+    workload.write_text(json.dumps(more))
+    fit = kubectl_dra(k, "-n", workload_ns, "fit", str(workload), "-o", "json")
+    assert fit.returncode == 0, fit.stderr
+    assert "answered by the draview operator" in fit.stderr, fit.stderr
+    live = kubectl_dra(k, "-n", workload_ns, "fit", str(workload), "-o", "json", "--live")
+    assert live.returncode == 0, live.stderr
+    assert json.loads(fit.stdout) == json.loads(live.stdout)
+    assert json.loads(fit.stdout)["copies"] == 4, fit.stdout
 
 
 def test_the_service_monitor_selects_the_service(release: Release) -> None:
