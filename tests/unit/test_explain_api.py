@@ -20,6 +20,7 @@ from draview.api.workload import read_workload
 from draview.api.world import World
 from draview.cli import settings
 from draview.cli.main import build_parser
+from draview.controller import fit_answers
 from draview.controller.core import Controller, Settings
 from draview.controller.event_rounds import Explanations
 from draview.controller.explain_answers import ClaimAnswers
@@ -321,3 +322,22 @@ def test_a_fit_the_engine_refuses_is_invalid_and_a_standby_answers_nothing() -> 
     ctl.role.leader = False
     standby = _run(fits.answer("team", api.fit_review("team", [_wanted()], None, 9)))
     assert "standing by" in standby.body["message"]
+
+
+def test_a_review_that_fails_inside_is_an_error_and_the_next_is_answered(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ctl = _fit_world()
+    fits = FitAnswers(ctl.role, ctl.reconciler, "r")
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(fit_answers, "fit", broken)
+    reply = _run(fits.answer("team", api.fit_review("team", [_wanted()], None, 9)))
+    assert (reply.code, reply.body["reason"]) == (500, "InternalError"), reply.body
+    assert reply.body["message"] == "draview could not answer: a bug"
+    (record,) = [r for r in caplog.records if r.getMessage() == "fit review failed"]
+    assert record.object == "team/ResourceClaim/one-gpu"  # type: ignore[attr-defined]
+    monkeypatch.undo()
+    assert _run(fits.answer("team", api.fit_review("team", [_wanted()], None, 9))).code == 201

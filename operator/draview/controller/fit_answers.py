@@ -22,6 +22,7 @@ from draview.api.workload import Workload, WorkloadError, read_workload
 from draview.api.world import World
 from draview.controller import metrics
 from draview.controller.explain_answers import Reply, failure
+from draview.controller.probe_source import error_text
 from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
@@ -62,6 +63,11 @@ class FitAnswers:
                 )
             except FitError as exc:
                 return failure(422, "Invalid", str(exc))
+            except Exception as exc:  # a bug met by one review: the operator goes on
+                log.exception(
+                    "fit review failed", extra={"object": f"{namespace}/{workload.label}"}
+                )
+                return failure(500, "InternalError", f"draview could not answer: {error_text(exc)}")
             metrics.FIT_REVIEW_SECONDS.observe(time.perf_counter() - began)
         answered_by = {"replica": self.identity, "profile": profile, "pools": len(judge)}
         doc = document(result, workload, profile, budget)
