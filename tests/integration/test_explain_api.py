@@ -190,11 +190,31 @@ def test_fit_of_a_workload_is_the_operators_answer_and_the_same(
     text = dra(crds, "fit", str(workload), "-n", ns, "-o", "wide")
     assert text.returncode == 0 and "answered by the draview operator" in text.stderr
     assert text.stdout == dra(crds, "fit", str(workload), "-n", ns, "-o", "wide", "--live").stdout
-    # A budget above what the operator spends: it refuses, and the plugin computes.
+    # A budget above what the operator spends: the plugin computes the answer itself.
     big = dra(crds, "fit", str(workload), "-n", ns, "-o", "json", "--budget", "200000")
     assert big.returncode == 0, big.stderr
-    assert "did not answer (FitReview: spec.budget is above" in big.stderr, big.stderr
+    assert "above the 100,000 node searches the draview operator" in big.stderr, big.stderr
     assert json.loads(big.stdout)["copies"] == doc["copies"]
+    # A class that does not exist: the operator says so, as one line and exit 2.
+    unknown = json.loads(workload.read_text())
+    unknown["spec"]["template"]["spec"]["resourceClaims"] = [
+        {"name": "gpu", "resourceClaimTemplateName": "no-class"}
+    ]
+    crds.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "no-class", "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "r", "exactly": {"deviceClassName": "no-such-class"}}
+            ]}}},
+        }
+    )  # fmt: skip
+    bad = workload.with_name("unknown.yaml")
+    bad.write_text(json.dumps(unknown))
+    refused = dra(crds, "fit", str(bad), "-n", ns)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "no-such-class" in refused.stderr, refused.stderr
     # Asked as another release than the operator judges as: computed here, for that one.
     other = "1.35" if crds.server_release() != "1.35" else "1.36"
     flags = ("fit", str(workload), "-n", ns, "-o", "json", "--kubernetes-version", other)

@@ -7,11 +7,12 @@ import argparse
 import sys
 from typing import Any
 
+from draview.api.explanations import MAX_FIT_BUDGET
 from draview.api.workload import Workload, read_workload
 from draview.cli.dra.allocations import OPERATOR
 from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError, UsageError
-from draview.cli.dra.operator_answer import FitAnswer, ask_fit, other_profile
+from draview.cli.dra.operator_answer import FitAnswer, Invalid, ask_fit, other_profile
 from draview.cli.dra.source import Source, note
 from draview.cli.fit_view import (
     InputError,
@@ -97,7 +98,15 @@ def _operator_answered(
     answer, and stderr says why the operator did not (when it is there to ask)."""
     if source.cluster is None or source.live:
         return False
+    if args.budget > MAX_FIT_BUDGET:
+        note(
+            f"--budget is above the {MAX_FIT_BUDGET:,} node searches the draview operator "
+            "spends on a review: computing the answer here"
+        )
+        return False
     asked = ask_fit(source.cluster, namespace, objects, args.count, args.budget)
+    if isinstance(asked, Invalid):
+        raise UsageError(asked.message)  # as computing it here would say
     if isinstance(asked, FitAnswer):
         differs = other_profile(asked.profile, source.named_profile())
         if differs is None:

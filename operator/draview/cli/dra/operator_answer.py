@@ -79,15 +79,24 @@ def ask(cluster: Cluster, namespace: str, name: str, node: str | None) -> Answer
     return _refused(status, body)
 
 
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """The operator found the workload cannot be asked about (an unknown DeviceClass...):
+    computed here, the answer would be the same error."""
+
+    message: str
+
+
 def ask_fit(
     cluster: Cluster,
     namespace: str,
     objects: list[dict[str, Any]],
     count: int | None,
     budget: int,
-) -> FitAnswer | str | None:
+) -> FitAnswer | Invalid | str | None:
     """The operator's answer to a FitReview of `objects` (the workload and what it
-    names); else why there is none, or None when the API is not installed."""
+    names), or the error it found in them; else why there is none, or None when the API
+    is not installed."""
     review = fit_review(namespace, objects, count, budget)
     status, body = cluster.post_path(fit_path(namespace), review)
     if status == 0:
@@ -96,4 +105,6 @@ def ask_fit(
         doc = body.get("status")
         if isinstance(doc, dict):
             return FitAnswer(doc, _profile(body), _answered_by(body))
+    if status == 422 and isinstance(body, dict) and body.get("reason") == "Invalid":
+        return Invalid(str(body.get("message") or "the workload cannot be asked about"))
     return _refused(status, body)
