@@ -341,3 +341,28 @@ def test_a_review_that_fails_inside_is_an_error_and_the_next_is_answered(
     assert record.object == "team/ResourceClaim/one-gpu"  # type: ignore[attr-defined]
     monkeypatch.undo()
     assert _run(fits.answer("team", api.fit_review("team", [_wanted()], None, 9))).code == 201
+
+
+def test_reviews_one_after_another_take_at_most_their_share_of_the_operator() -> None:
+    ctl = _fit_world()
+    fits = FitAnswers(ctl.role, ctl.reconciler, "r")
+    # What the clock says at each look: the first review is looked at (100), begins (100)
+    # and ends (102); the second is looked at (103), begins (104) and ends (105).
+    times = iter([100.0, 100.0, 102.0, 103.0, 104.0, 105.0])
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    fits.clock, fits.sleep = lambda: next(times), sleep
+    review = api.fit_review("team", [_wanted()], None, 9)
+    assert _run(fits.answer("team", review)).code == 201
+    assert waited == [], "the first review waits for no one"
+    assert _run(fits.answer("team", review)).code == 201
+    # The first took 2 s from 100: the next may begin at 100 + 2 / SHARE = 104.
+    assert fit_answers.SHARE == 0.5 and waited == [1.0]
+    # A class that does not exist is refused before its turn: no wait, no look at the clock.
+    unknown = _wanted()
+    unknown["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope"
+    assert _run(fits.answer("team", api.fit_review("team", [unknown], None, 9))).code == 422
+    assert waited == [1.0] and next(times, None) is None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from draview.api import explanations as api
@@ -27,10 +27,16 @@ from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
-from draview.explain.fit import FitError, FitResult, fit
+from draview.explain.fit import FitError, FitResult, check_workload, fit
 from draview.explain.fit_document import document
 
 log = logging.getLogger("draview.explain_api")
+
+# The share of the operator's time reviews may take: one that took t seconds is followed
+# by the next no sooner than t / SHARE after it began. A client asking in a loop (a CI
+# pipeline checking workload after workload) then leaves the batches, the writes and
+# the Lease most of the CPU, whatever the size of the cluster.
+SHARE = 0.5
 
 
 class FitAnswers:
@@ -39,6 +45,9 @@ class FitAnswers:
         self.reconciler = reconciler
         self.identity = identity
         self.lock = asyncio.Lock()  # one review at a time
+        self.not_before = 0.0  # when the next review may begin (SHARE)
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def answer(self, namespace: str, body: Any) -> Reply:
         if not self.role.leader:
@@ -50,32 +59,46 @@ class FitAnswers:
             # The plugin sends what the workload names along with it, as its caller read
             # them: nothing is looked up here.
             workload = read_workload(objects, lambda *_: None, namespace)
-        except (ValueError, WorkloadError) as exc:
+            # Before its turn: an unknown class needs no pool looked at to be refused.
+            check_workload(workload, self.reconciler.store.classes)
+        except (ValueError, WorkloadError) as exc:  # FitError is a ValueError
             return failure(422, "Invalid", str(exc))
-        rec = self.reconciler
-        profile = rec.settings.engine.profile.label()
         async with self.lock:
-            world, judge, allocations = self._picture()
-            began = time.perf_counter()
+            wait = self.not_before - self.clock()
+            if wait > 0:
+                await self.sleep(wait)
+            began = self.clock()
             try:
-                result = await asyncio.to_thread(
-                    _fit, world, judge, allocations, workload, rec.settings.engine, count, budget
-                )
-            except FitError as exc:
-                return failure(422, "Invalid", str(exc))
-            except Exception as exc:  # a bug met by one review: the operator goes on
-                log.exception(
-                    "fit review failed", extra={"object": f"{namespace}/{workload.label}"}
-                )
-                return failure(500, "InternalError", f"draview could not answer: {error_text(exc)}")
-            metrics.FIT_REVIEW_SECONDS.observe(time.perf_counter() - began)
-        answered_by = {"replica": self.identity, "profile": profile, "pools": len(judge)}
+                found = await self._fit(f"{namespace}/{workload.label}", workload, count, budget)
+            finally:
+                self.not_before = began + (self.clock() - began) / SHARE
+        if isinstance(found, Reply):
+            return found
+        result, pools = found
+        profile = self.reconciler.settings.engine.profile.label()
+        answered_by = {"replica": self.identity, "profile": profile, "pools": pools}
         doc = document(result, workload, profile, budget)
-        log.debug(
-            "fit review answered",
-            extra={"object": f"{namespace}/{workload.label}", "copies": result.copies},
-        )
         return Reply(201, api.fit_review_answer(body, doc, answered_by))
+
+    async def _fit(
+        self, what: str, workload: Workload, count: int | None, budget: int
+    ) -> tuple[FitResult, int] | Reply:
+        """fit on the pools as judged now, and how many; or the error to answer with."""
+        world, judge, allocations = self._picture()
+        options = self.reconciler.settings.engine
+        began = time.perf_counter()
+        try:
+            result = await asyncio.to_thread(
+                _fit, world, judge, allocations, workload, options, count, budget
+            )
+        except FitError as exc:
+            return failure(422, "Invalid", str(exc))
+        except Exception as exc:  # a bug met by one review: the operator goes on
+            log.exception("fit review failed", extra={"object": what})
+            return failure(500, "InternalError", f"draview could not answer: {error_text(exc)}")
+        metrics.FIT_REVIEW_SECONDS.observe(time.perf_counter() - began)
+        log.debug("fit review answered", extra={"object": what, "copies": result.copies})
+        return result, len(judge)
 
     def _picture(
         self,

@@ -131,8 +131,8 @@ def _devices(merged: Merged, taken: tuple[Taken, ...]) -> tuple[FitDevice, ...]:
     return tuple(sorted(out, key=lambda d: (d.claim, d.request, d.driver, d.pool, d.device)))
 
 
-def _check(workload: Workload, classes: Mapping[str, DeviceClass]) -> None:
-    """FitError for a workload that cannot be asked about."""
+def check_workload(workload: Workload, classes: Mapping[str, DeviceClass]) -> None:
+    """FitError for a workload that cannot be asked about (before any pool is looked at)."""
     for claim in (*workload.claims, *workload.shared):
         for req in claim.requests:
             for ch in req.choices:
@@ -217,7 +217,7 @@ def _answer(
     opts = options or EngineOptions()
     rules = rules_for(opts.profile)
     classes = {c.name: c for c in world.classes}
-    _check(workload, classes)
+    check_workload(workload, classes)
     out = FitResult(workload.label, 0, 0, False, count)
     refused = _aborts(workload, rules)
     if refused is not None:
