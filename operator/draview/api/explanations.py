@@ -23,7 +23,7 @@ KIND = "ClaimExplanation"
 FIT_RESOURCE = "fitreviews"
 FIT_KIND = "FitReview"
 # The most node searches one FitReview may spend: the operator's CPU is shared with its
-# own work. A larger budget is asked of the plugin computing the answer itself (--live).
+# own work. The plugin computes a larger budget's answer itself.
 MAX_FIT_BUDGET = 100_000
 # Devices `why` names per reason before "… N more"; the operator sends the status of
 # the allocated ones among them (the claims holding them).

@@ -51,11 +51,12 @@ def check_flags(args: argparse.Namespace) -> str | None:
 
 def read_workload_file(
     path: str, args: argparse.Namespace, lookup: Lookup, namespace: str
-) -> Workload:
-    """The workload of `path` (- for stdin). InputError for a file that cannot be read,
-    WorkloadError for one that holds no workload draview can judge."""
+) -> tuple[Workload, list[dict[str, Any]]]:
+    """The workload of `path` (- for stdin), and the objects the file holds. InputError
+    for a file that cannot be read, WorkloadError for one that holds no workload draview
+    can judge."""
     objects = read_sources([path], limits_from_args(args))
-    return read_workload(objects, lookup, namespace)
+    return read_workload(objects, lookup, namespace), objects
 
 
 def answer(
@@ -200,7 +201,7 @@ def run_offline(args: argparse.Namespace, profile: Profile, prog: str = "draview
         return None
 
     try:
-        workload = read_workload_file(args.fit, args, lookup, "default")
+        workload, _ = read_workload_file(args.fit, args, lookup, "default")
         world = build_world(objects)
         for warning in dict.fromkeys(str(p) for p in world.problems):
             print(f"{prog}: warning: {warning}", file=sys.stderr)

@@ -366,12 +366,7 @@ class CapacityProbes:
             return failed(p.error, profile)
         rec = self.reconciler
         fresh, gathered = self._gather(p)
-        world = World(
-            slices=list(chain.from_iterable(gathered.slices)),
-            taint_rules=rec.store.rules(),
-            classes=list(self._classes),
-            nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
-        )
+        world = rec.world(list(chain.from_iterable(gathered.slices)), self._classes)
         began = time.perf_counter()
         try:
             found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)

@@ -33,6 +33,16 @@ def failure(code: int, reason: str, message: str) -> Reply:
     return Reply(code, status(code, reason, message))
 
 
+def unavailable(role: Role) -> Reply | None:
+    """Why this replica cannot answer now: only a leader past its first sync holds
+    every pool judged."""
+    if not role.leader:
+        return failure(503, "ServiceUnavailable", "this draview replica is standing by")
+    if not role.synced:
+        return failure(503, "ServiceUnavailable", "draview's first sync is not written yet")
+    return None
+
+
 class ClaimAnswers:
     def __init__(
         self, role: Role, reconciler: Reconciler, explanations: Explanations, identity: str
@@ -62,10 +72,9 @@ class ClaimAnswers:
         return None
 
     async def answer(self, namespace: str, name: str, node: str | None) -> Reply:
-        if not self.role.leader:
-            return failure(503, "ServiceUnavailable", "this draview replica is standing by")
-        if not self.role.synced:
-            return failure(503, "ServiceUnavailable", "draview's first sync is not written yet")
+        refused = unavailable(self.role)
+        if refused is not None:
+            return refused
         claim = self._pending(namespace, name)
         if claim is None:
             return failure(

@@ -21,7 +21,7 @@ from draview.api import explanations as api
 from draview.api.workload import Workload, WorkloadError, read_workload
 from draview.api.world import World
 from draview.controller import metrics
-from draview.controller.explain_answers import Reply, failure
+from draview.controller.explain_answers import Reply, failure, unavailable
 from draview.controller.probe_source import error_text
 from draview.controller.queue import Role
 from draview.controller.reconcile import Reconciler
@@ -50,10 +50,9 @@ class FitAnswers:
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def answer(self, namespace: str, body: Any) -> Reply:
-        if not self.role.leader:
-            return failure(503, "ServiceUnavailable", "this draview replica is standing by")
-        if not self.role.synced:
-            return failure(503, "ServiceUnavailable", "draview's first sync is not written yet")
+        refused = unavailable(self.role)
+        if refused is not None:
+            return refused
         try:
             objects, count, budget = api.read_fit_review(body)
             # The plugin sends what the workload names along with it, as its caller read
@@ -117,13 +116,7 @@ class FitAnswers:
             judge.append(again)
             allocations[key] = store.allocations_of(key)
             slices.extend(store.slices_of(key))
-        world = World(
-            slices=slices,
-            taint_rules=store.rules(),
-            classes=list(store.classes.values()),
-            nodes=list(rec.nodes.snapshot()) if rec.nodes_watched else None,
-        )
-        return world, judge, allocations
+        return rec.world(slices, store.classes.values()), judge, allocations
 
 
 def _fit(

@@ -19,7 +19,8 @@ from typing import Any, cast
 from draview.api.node_info import AssumedNodes, NodeInfo, assumed_nodes
 from draview.api.slices import ResourceSlice
 from draview.api.status import POOL_STATUS_PLURAL, Condition, PoolStatusBody
-from draview.api.taints import DeviceTaintRule
+from draview.api.taints import DeviceClass, DeviceTaintRule
+from draview.api.world import World
 from draview.controller import metrics
 from draview.controller.node_index import NodeIndex
 from draview.controller.packing import Packer
@@ -275,6 +276,17 @@ class Reconciler:
     def take_touched(self) -> set[PoolKey]:
         found, self.touched = self.touched, set()
         return found
+
+    def world(self, slices: list[ResourceSlice], classes: Iterable[DeviceClass]) -> World:
+        """The world `fit` is asked in over these slices (of pools judged here): the
+        DeviceTaintRules as now, and the nodes when they are watched (else, as each pool
+        is judged, those the slices imply)."""
+        return World(
+            slices=slices,
+            taint_rules=self.store.rules(),
+            classes=list(classes),
+            nodes=list(self.nodes.snapshot()) if self.nodes_watched else None,
+        )
 
     def take_fresh(self) -> dict[PoolKey, tuple[PoolResult, PoolResult]]:
         """The judgements kept since last taken (keep_fresh): per pool, the lean result

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from draview.api.explanations import MAX_FIT_BUDGET
-from draview.api.workload import Workload, read_workload
+from draview.api.workload import Workload
 from draview.cli.dra.allocations import OPERATOR
 from draview.cli.dra.cluster import NotFound
 from draview.cli.dra.common import CliError, UsageError
@@ -21,9 +21,8 @@ from draview.cli.fit_view import (
     answer,
     check_flags,
     output,
+    read_workload_file,
 )
-from draview.cli.inputs import read_sources
-from draview.cli.limits import limits_from_args
 from draview.cli.output import dump
 from draview.explain.fit import FitError
 from draview.explain.fit_document import result_of
@@ -65,8 +64,7 @@ def run(args: argparse.Namespace, source: Source) -> int:
         return found
 
     try:
-        objects = read_sources([args.workload], limits_from_args(args))
-        workload = read_workload(objects, lookup, namespace)
+        workload, objects = read_workload_file(args.workload, args, lookup, namespace)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     except WorkloadError as exc:
