@@ -22,6 +22,7 @@ import time
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
+from sys import getsizeof
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,7 +175,16 @@ def _probe_update(
         fresh.blocker,
     )
     times.sort()
-    # What the memo holds between askings, traced apart (tracing slows Python down).
+    # What the memo holds between askings, and what asking leaves with the pools'
+    # prepared slices (what searches and explanations learnt of them), traced apart
+    # (tracing slows Python down), on pools judged anew: nothing learnt yet.
+    results = compute_world(world, options, allocations=allocations)
+    kept_lefts = sum(
+        getsizeof(left) + sum(map(getsizeof, left.values()))
+        for r in results
+        for left in (r.lefts or {}).values()
+    )
+    gc.collect()
     tracemalloc.start()
     memo = FitMemo()
     fit(asked, workload, options, results=results, cel=cel, allocations=allocations, memo=memo)
@@ -182,7 +192,8 @@ def _probe_update(
     held = tracemalloc.get_traced_memory()[0]
     memo.clear()
     gc.collect()
-    held -= tracemalloc.get_traced_memory()[0]
+    learnt = tracemalloc.get_traced_memory()[0]
+    held -= learnt
     tracemalloc.stop()
     return {
         "probe_first_s": round(first, 3),
@@ -192,6 +203,11 @@ def _probe_update(
         "probe_update_target_ms": PROBE_TARGET_MS,
         "probe_update_same_as_new": same,
         "probe_memo_mib": round(held / 2**20),
+        # Kept as long as the slices are, for any question: the selector answers of
+        # each slice (PreparedPool.walk_checks, index_checks) and, in the results, what
+        # each judgement left of the counters (PoolResult.lefts).
+        "kept_with_pools_mib": round(learnt / 2**20, 1),
+        "kept_lefts_mib": round(kept_lefts / 2**20, 1),
     }
 
 

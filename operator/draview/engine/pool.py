@@ -88,6 +88,10 @@ class PoolResult:
     states: dict[str, int] = field(default_factory=dict)
     prepared: PreparedPool | None = None
     allocated: AllocatedState | None = None  # the scheduler's view of who holds what
+    # What the judgement found left of the counters of each view's parse, in nanos, by
+    # the parse's id (counters_left of it and `allocated`): a search of the same
+    # allocations reads it (explain/fit_search.py).
+    lefts: Mapping[int, Mapping[CounterKey, int]] | None = None
 
 
 def _allocation(ref: AllocRef) -> Allocation:
@@ -175,6 +179,7 @@ class _PoolComputation:
         for ckey, used in consumed.items():
             if ckey in self.left:
                 self.left[ckey] -= used
+        self.lefts: dict[int, Mapping[CounterKey, int]] = {}  # _left_for's, by id(parse)
         self.has_capacity = False  # some device shows capacity: overcommit is possible
         self._sets: dict[str, CounterSetStatus] | None = None
         self.judgement = judge(
@@ -205,9 +210,14 @@ class _PoolComputation:
     def _left_for(self, parsed: ParsedPool) -> Mapping[CounterKey, int]:
         # The view of almost every pool is its newest slices, already counted above
         # (without duplicates, counting by name and by instance agree).
-        if parsed is self.parsed and not parsed.errors:
-            return self.left
-        return counters_left(parsed, self.alloc)
+        found = self.lefts.get(id(parsed))
+        if found is None:
+            if parsed is self.parsed and not parsed.errors:
+                found = self.left
+            else:
+                found = counters_left(parsed, self.alloc)
+            self.lefts[id(parsed)] = found
+        return found
 
     def debits(self, i: int, j: int) -> list[tuple[CounterKey, Quantity]]:
         """What the device debits, as the first node view that hands it out parses it."""
@@ -324,6 +334,15 @@ class PreparedPool:
     rules: Rules = DEFAULT_RULES  # the profile's rules the slices were read with
     # The composite draft's devices of the current slices (almost always none).
     composite: tuple[Device, ...] = ()
+    # What a node search learns of a view's slice once and for all (which devices a
+    # request's selectors pass: explain/search.py), kept while the slices are: a claim
+    # change leaves it standing, so the touched node's searches look it up.
+    walk_checks: dict[tuple[int, int, int], dict[object, bytes]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # The same for the current slices' devices in order, as `why` folds them
+    # (explain/index.py PoolDevices.checks).
+    index_checks: dict[object, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     def serves(
         self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None, rules: Rules
@@ -449,7 +468,16 @@ def compute_pool(
     named = {s.node_name for s in ps.current} or {s.node_name for s in ps.stale}
     node_name = named.pop() if len(named) == 1 else None
     return PoolResult(
-        key, ps, pool_body, slice_results, node_name, errors, _states(summary), prepared, comp.alloc
+        key,
+        ps,
+        pool_body,
+        slice_results,
+        node_name,
+        errors,
+        _states(summary),
+        prepared,
+        comp.alloc,
+        comp.lefts,
     )
 
 

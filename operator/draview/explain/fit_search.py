@@ -189,6 +189,9 @@ class Question:
         # left_of's memo, and the engine's state each of _states adds devices to.
         self._lefts: dict[tuple[int, int], Mapping[CounterKey, int]] = {}
         self._derived: dict[int, tuple[AllocatedState, set[str]]] = {}
+        # Per engine state of a pool the nodes gather: the state, and what the engine
+        # found left of its views' counters (PoolResult.lefts).
+        self._given: dict[int, tuple[AllocatedState, Mapping[int, Mapping[CounterKey, int]]]] = {}
         self._outcomes: dict[NodeName, dict[tuple[int, tuple[Taken, ...], int], list[Outcome]]] = {}
         self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
         self.tried: list[NodeName] = []  # the nodes copies may go to
@@ -249,13 +252,21 @@ class Question:
         # Keyed by the ids of views and states: those of a pool judged again may be
         # reused by new objects.
         self._lefts.clear()
+        self._given.clear()
         return affected
 
     def shed(self) -> None:
         """Between askings (FitMemo): drop the nodes' pools, the states the copies made
         and the searches. The next asking searches only the nodes of groups that changed,
         whose searches are forgotten then anyway, and builds these again for them."""
-        for kept in (self._pools, self._resumes, self._states, self._derived, self._lefts):
+        for kept in (
+            self._pools,
+            self._resumes,
+            self._states,
+            self._derived,
+            self._lefts,
+            self._given,
+        ):
             kept.clear()
         self._outcomes.clear()
         self._starts.clear()
@@ -283,6 +294,10 @@ class Question:
                 self.combos[combo],
                 self.rules.binding_pools_last,
             )
+            for p in found:
+                r = self.by_key.get((p.driver, p.pool))
+                if r is not None and r.lefts and p.allocated is r.allocated:
+                    self._given[id(p.allocated)] = (p.allocated, r.lefts)
         return found
 
     def _allocated(self, pool: NodePool, taken: tuple[Taken, ...]) -> AllocatedState:
@@ -320,7 +335,10 @@ class Question:
             return found
         derived = self._derived.get(id(state))
         if derived is None:
-            found = counters_left(parsed, state)
+            # The engine's judgement of the pool worked it out for the same allocations.
+            given = self._given.get(id(state))
+            known = given[1].get(id(parsed)) if given is not None and given[0] is state else None
+            found = counters_left(parsed, state) if known is None else known
         else:
             base, names = derived
             found = dict(self.left_of(parsed, base))

@@ -68,6 +68,9 @@ class NodePool:
     # The name of each of `slices`: a slice is the same one on every node, and one
     # attempt lists it in the same place for all of them.
     names: list[str] = field(default_factory=list)
+    # Per slice of `slices`, what searches learned of its devices that no allocation
+    # changes (search.py `_static`), kept with the pool's prepared slices.
+    checks: list[dict[object, bytes]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -149,21 +152,18 @@ def node_names(results: Sequence[PoolResult]) -> list[str | None]:
     return GatherIndex.build(results).nodes()
 
 
-def _pick(outcomes: Sequence[Outcome], which: int) -> Outcome:
-    return outcomes[min(which, len(outcomes) - 1)]
-
-
-def _pool(
-    r: PoolResult, view: View | None, which: int, rules: Sequence[DeviceTaintRule]
-) -> NodePool | None:
-    """`which`: the index of the count the allocator trusts among the view's candidates."""
+def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) -> NodePool | None:
+    """`vi`: the index of the node's view among the pool's (-1: its bystander view);
+    `which`: the index of the count the allocator trusts among the view's candidates."""
     prepared = r.prepared
     assert prepared is not None
     driver, name = r.key
+    view = prepared.views[vi] if vi >= 0 else None
     outcomes = view.outcomes if view is not None else prepared.bystander
     if not outcomes:
         return None  # nothing of the pool reaches the node
-    o = _pick(outcomes, which)
+    picked = min(which, len(outcomes) - 1)
+    o = outcomes[picked]
     if o.kind == "obsolete":
         return None  # GatherPools drops it
     out = NodePool(driver, name, allocated=r.allocated or AllocatedState())
@@ -190,13 +190,16 @@ def _pool(
     # checked after the selectors as isSelectable does (a relevant per-device slice
     # always has some device among the targets).
     slice_indices = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
+    checks = prepared.walk_checks
     for i in slice_indices:
         fs = flat[i]
         out.slices.append(_devices(r.key, i, fs, view, targets, rules, o, refuse_skips))
         out.names.append(fs.slice.name)
+        # The same devices, reach and counts for every node of the view.
+        out.checks.append(checks.setdefault((vi, picked, i), {}))
         out.binding = out.binding or any_binding_conditions(fs.devices)
     if len(outcomes) > 1:
-        out.firsts = _firsts(view, min(which, len(outcomes) - 1), slice_indices)
+        out.firsts = _firsts(view, picked, slice_indices)
     return out
 
 
@@ -289,13 +292,13 @@ def node_pools(
         seen.add(r.key)
         assert r.prepared is not None
         pick = chosen[r.key][vi] if r.key in chosen else 0
-        pool = _pool(r, r.prepared.views[vi], pick, rules)
+        pool = _pool(r, vi, pick, rules)
         if pool is not None:
             out.append(pool)
     for r in index.bystanders.values():
         if r.key not in seen:
             pick = chosen[r.key][-1] if r.key in chosen else 0
-            pool = _pool(r, None, pick, rules)
+            pool = _pool(r, -1, pick, rules)
             if pool is not None:
                 out.append(pool)
     out.sort(key=lambda p: (binding_last and p.binding, p.driver, p.pool))

@@ -54,6 +54,10 @@ class PoolDevices:
 
     devices: list[IndexedDevice]
     remaining: dict[CounterKey, int]
+    # When `devices` are every device of the pool's current slices in order: what a
+    # request's selectors answer for each, kept with the prepared slices (why.py
+    # `_fold`).
+    checks: dict[object, bytes] | None = None
 
     def counters_fit(self, d: IndexedDevice) -> bool:
         """Whether what is left of the counters covers what the device (of this pool)
@@ -114,6 +118,7 @@ def _pool_devices(
     status does not show it)."""
     driver, pool = result.key
     prepared = result.prepared
+    everyone = prepared is not None and len(by_slice) == len(prepared.current)
     # 1.34 hands out the devices of a pool that looks incomplete.
     complete = result.pool.complete or (
         prepared is not None and not prepared.rules.incomplete_pools_refused
@@ -125,6 +130,7 @@ def _pool_devices(
     for fs, statuses in by_slice:
         for dev, st in zip(fs.devices, statuses, strict=True):
             if st is None:
+                everyone = False
                 continue
             devices.append(
                 IndexedDevice(
@@ -140,7 +146,9 @@ def _pool_devices(
                     valid,
                 )
             )
-    return PoolDevices(devices, remaining)
+    if not everyone or prepared is None:
+        return PoolDevices(devices, remaining)
+    return PoolDevices(devices, remaining, prepared.index_checks)
 
 
 @dataclass(slots=True)

@@ -44,6 +44,10 @@ Location = tuple[int, int, int]  # pool, slice, device
 ORIGIN: Location = (0, 0, 0)
 
 
+# NodeSearch._static: what a device is to a request, whatever is allocated.
+_NEVER, _WHOLE, _MEASURE, _UNKNOWN = 0, 1, 2, 3
+
+
 class SearchError(Exception):
     """An error the scheduler does not treat as "not on this node": it aborts the pod's
     whole scheduling attempt."""
@@ -81,6 +85,8 @@ class _Request:
     derived: dict[str, str] = field(default_factory=dict)
     # The class's selectors and the request's, each with what says which failed.
     matchers: tuple[tuple[Matcher, str], ...] | None = None
+    # What NodeSearch._static keeps its answers for the request under.
+    static_key: object = None
 
     @property
     def base(self) -> str:
@@ -312,23 +318,40 @@ class NodeSearch:
         """The candidates from `start` on that pass the checks before allocateDevice (in
         use, the selectors, capacity), less those allocateDevice would refuse at the
         counters with nothing taken. The devices walked past are most of a search's
-        time: what the checks read is looked up once per slice, and a device's place is
-        made only for one that passes."""
+        time: what the checks read is looked up once per slice, what no allocation
+        changes once per slice and request (`_static`), and a device's place is made
+        only for one that passes."""
         counters = self.counters
         admin, claim, allocating = data.choice.admin_access, self._claim(data), self.allocating
         early = not self.groups_checked  # the counters are allocateDevice's first refusal
         selectable, capacity_ok = self._selectable, self._capacity_ok
+        measure = bool(data.capacities)
+        allocating_capacity = self.allocating_capacity
         for pi, sj, first, devices, pool in self._runs(start):
             dedicated = pool.allocated.dedicated
+            used = pool.allocated.capacity
+            static = self._static(data, pool, sj, devices)
             left: Counted | None = None
             for dj in range(first, len(devices)):
+                known = static[dj] if static is not None else _UNKNOWN
+                if known == _NEVER:
+                    continue  # whatever is in use: its selectors fail and raise nothing
                 d = devices[dj]
                 if admin:
                     if claim in allocating.get(d.id, ()):
                         continue
                 elif d.device.name in dedicated or d.id in allocating:
                     continue
-                if not selectable(data, d) or not capacity_ok(data, d, pool):
+                if known == _WHOLE and not (
+                    measure
+                    or (used and d.device.name in used)
+                    or (allocating_capacity and d.id in allocating_capacity)
+                ):
+                    pass  # capacity_ok's first answer: nothing to work out
+                elif known == _UNKNOWN:
+                    if not selectable(data, d) or not capacity_ok(data, d, pool):
+                        continue
+                elif not capacity_ok(data, d, pool):
                     continue
                 dev = d.device
                 if early and dev.consumes_counters and not dev.allow_multiple_allocations:
@@ -337,6 +360,42 @@ class NodeSearch:
                     if left.short(d.debits):
                         continue
                 yield (pi, sj, dj), d, pool
+
+    def _static(
+        self, data: _Request, pool: NodePool, sj: int, devices: Sequence[SearchDevice]
+    ) -> bytes | None:
+        """Per device of the pool's slice `sj`, what `_selectable` and the first check of
+        `_capacity_ok` answer for the request, which no allocation changes: _NEVER,
+        _WHOLE (selectable, nothing to work out without capacity in use or asked for),
+        _MEASURE (selectable, capacity to work out) or _UNKNOWN (a selector fails with
+        an error: checked where the walk meets it, which raises it). Worked out once per
+        slice of the pool's view and request selectors, kept with the pool's prepared
+        slices (NodePool.checks); None for a pool built without them."""
+        if sj >= len(pool.checks):
+            return None
+        if data.static_key is None:
+            data.static_key = (
+                data.class_selectors,
+                data.choice.selectors,
+                self.lists,
+                self.rules.binding_conditions,
+            )
+        store = pool.checks[sj]
+        found = store.get(data.static_key)
+        if found is None:
+            parsed = pool.parsed
+            out = bytearray(len(devices))  # _NEVER
+            for j, d in enumerate(devices):
+                try:
+                    if not self._selectable(data, d):
+                        continue
+                except SearchError:
+                    out[j] = _UNKNOWN
+                    continue
+                whole = parsed is not None and parsed.takes_whole(d.device)
+                out[j] = _WHOLE if whole else _MEASURE
+            found = store[data.static_key] = bytes(out)
+        return found
 
     def _first_subrequest(self, ri: int) -> bool:
         """firstAvailable: the subrequests in order, the first that can be satisfied wins;

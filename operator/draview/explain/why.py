@@ -9,7 +9,7 @@ from typing import Any
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
-from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError
+from draview.cel import LISTS_EXPOSED, CelCompileError, CelEngine, CelRuntimeError, EvalResult
 from draview.engine.aborts import ABORTS, MAY_ABORT
 from draview.engine.model import PoolKey
 from draview.engine.node_match import device_reaches
@@ -28,6 +28,9 @@ NETWORK = ""  # devices not bound to one node: reachable from any node they sele
 # Devices looked at between two steps (explain/steps.py): a selector evaluated for the
 # first time costs about a millisecond a device.
 DEVICES_PER_STEP = 32
+# What a device's selectors answer, as a fold keeps it (PoolDevices.checks); _ASK: an
+# error, evaluated again where met.
+_MISSES, _MATCHES, _ASK = 0, 1, 2
 
 # Reasons as they appear in output, most telling first when summarising.
 REASON_ORDER = (
@@ -365,10 +368,25 @@ class Explainer:
         match = self.cel.matcher(asked.selectors, asked.lists)
         choice, node, labels = asked.choice, asked.node, asked.labels
         fractional = asked.index.fractional
+        # What the selectors answer for each device, learnt by the first fold of the
+        # pool's slices and kept with them (PoolDevices.checks): a pool folded again
+        # after a claim change looks it up.
+        checks, key = pool.checks, (asked.selectors, asked.lists)
+        known = checks.get(key) if checks is not None else None
+        learnt = bytearray(len(pool.devices)) if checks is not None and known is None else None
         for i, d in enumerate(pool.devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
-            result = match(d.driver, d.device, d.cache_key)
+            result: EvalResult
+            seen = _ASK if known is None else known[i]
+            if seen == _MATCHES:
+                result = True
+            elif seen == _MISSES:
+                result = False
+            else:
+                result = match(d.driver, d.device, d.cache_key)
+                if learnt is not None:
+                    learnt[i] = _MATCHES if result is True else _MISSES if result is False else _ASK
             if not d.pool_complete or not d.pool_valid:
                 # The allocator skips such pools without evaluating their devices.
                 if result is True:
@@ -391,6 +409,8 @@ class Explainer:
             else:
                 out.blocked.setdefault(blocker[0], []).append(name)
                 out.details[name] = blocker[1]
+        if learnt is not None and checks is not None:
+            checks[key] = bytes(learnt)
 
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
         """Forget the folds of pools not among `keys`."""
