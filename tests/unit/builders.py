@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from draview.api.world import World, build_world
@@ -145,6 +146,36 @@ def taint_rule(name: str, effect: str = "NoSchedule", **selector: str) -> dict[s
             "taint": {"key": "example.com/broken", "value": "yes", "effect": effect},
         },
     }
+
+
+def random_counter_pool(rng: random.Random) -> list[dict[str, Any]]:
+    """One node's pool: devices debiting one of a few counter sets, some shareable with
+    capacity, some tainted; its counters in their own slice."""
+    sets = {
+        f"gpu-{s}": {"mem": f"{rng.randint(2, 6)}Gi", "sm": str(rng.randint(2, 5))}
+        for s in range(rng.randint(1, 3))
+    }
+    devices = []
+    for n in range(rng.randint(3, 12)):
+        cs = rng.choice(sorted(sets))
+        kw: dict[str, Any] = {}
+        if rng.random() < 0.8:
+            kw["counters"] = {cs: {"mem": f"{rng.randint(1, 3)}Gi", "sm": str(rng.randint(1, 2))}}
+        if rng.random() < 0.25:
+            kw["shareable"] = True
+            kw["capacity"] = {"bw": "10"}
+        if rng.random() < 0.1:
+            kw["taints"] = [{"key": "broken", "value": "y", "effect": "NoSchedule"}]
+        devices.append(device(f"dev-{n}", **kw))
+    if rng.random() < 0.3:
+        # Each device names its node, but one names none: the view never hands it
+        # out, and its status still lists whoever holds it.
+        for d in devices[1:]:
+            d["nodeName"] = "node-a"
+        return list(
+            counter_pool("p", devices, sets, pool="p", node=None, perDeviceNodeSelection=True)
+        )
+    return list(counter_pool("p", devices, sets, pool="p", node="node-a"))
 
 
 def world(*objects: dict[str, Any]) -> World:

@@ -142,6 +142,9 @@ def test_a_lean_result_keeps_every_field_but_the_bodies() -> None:
     result = compute_pool(key, slices, index_allocations(w.claims).get(key, ()))
     lean = _lean(result)
     for f in fields(result):
-        if f.name not in ("status", "slices"):
+        if f.name not in ("status", "slices", "lefts"):
             assert getattr(lean, f.name) is getattr(result, f.name), f.name
     assert lean.slices == [] and set(lean.status) == {"conditions"}
+    # What the judgement left of the counters serves a search of the whole result only
+    # (capacity probes judge the pool whole, or take the batch's): not kept per pool.
+    assert result.lefts and lean.lefts is None

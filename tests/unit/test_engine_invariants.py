@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from draview.api.world import build_world
 from draview.engine.allocations import index_allocations
+from draview.engine.judged import device_statuses
 from draview.engine.model import AllocRef, EngineOptions
-from draview.engine.pool import device_statuses
 from draview.engine.profile import RELEASES, all_gates_on, make_profile
 from draview.engine.rules import rules_for
 from draview.engine.verdict import AllocatedState

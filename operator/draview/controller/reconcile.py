@@ -125,7 +125,9 @@ _CONDITIONS = _Conditions()
 
 def _lean(result: PoolResult) -> PoolResult:
     """What is kept of a judged pool outside _Packed: the prepared slices and views (the
-    next judgement reuses them), the allocations, errors and conditions."""
+    next judgement reuses them), the allocations, errors and conditions; not what the
+    judgement left of the counters (PoolResult.lefts: a search of the whole result
+    reads it)."""
     conditions = _CONDITIONS.share(result.status.get("conditions", []))
     status = cast(PoolStatusBody, {"conditions": conditions})
     # Built directly: dataclasses.replace walks the fields each time, and this runs for

@@ -7,7 +7,7 @@ for every pool; it is pure, so the two always agree.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter, itemgetter
 
@@ -53,7 +53,7 @@ from draview.engine.rules import DEFAULT_RULES, Rules, project, rules_for
 from draview.engine.summary import SummaryAcc
 from draview.engine.taints import effective_taints, is_blocked
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
-from draview.engine.verdict import AllocatedState, counters_left, judge
+from draview.engine.verdict import AllocatedState, Judgement, counters_left, judge
 from draview.quantity import Format, Quantity, format_nanos
 
 _sort_key = attrgetter("sort_key")
@@ -147,7 +147,10 @@ class _PoolComputation:
         rules: Sequence[DeviceTaintRule],
         options: EngineOptions,
         aborts: Aborts = NO_ABORTS,
+        judged: Judgement | None = None,
     ) -> None:
+        """`judged`: the devices' verdicts, when the caller worked them out
+        (engine/judged.py judges a few devices again); else every device is judged."""
         self.key = key
         self.prepared = prepared
         self.flat = prepared.flat
@@ -182,16 +185,21 @@ class _PoolComputation:
         self.lefts: dict[int, Mapping[CounterKey, int]] = {}  # _left_for's, by id(parse)
         self.has_capacity = False  # some device shows capacity: overcommit is possible
         self._sets: dict[str, CounterSetStatus] | None = None
-        self.judgement = judge(
+        self.judgement = judged or judge(
             prepared.views,
             prepared.flat,
             self.alloc,
-            self._tainted if rules or prepared.has_taints else None,
+            self.tainted,
             self.composite.blocked,
             self._left_for,
             prepared.rules,
         )
         self._settle_aborts(aborts)
+
+    @property
+    def tainted(self) -> Callable[[int, int], bool] | None:
+        """Whether a device (slice and device index) is tainted; None: none can be."""
+        return self._tainted if self.rules or self.prepared.has_taints else None
 
     @property
     def sets(self) -> dict[str, CounterSetStatus]:
@@ -230,13 +238,22 @@ class _PoolComputation:
             return False
         return is_blocked(effective_taints(self.key[0], self.key[1], dev, self.rules))
 
-    def devices(self, i: int, acc: SummaryAcc, pool_acc: SummaryAcc | None) -> list[DeviceStatus]:
+    def devices(
+        self,
+        i: int,
+        acc: SummaryAcc,
+        pool_acc: SummaryAcc | None,
+        only: Sequence[int] | None = None,
+    ) -> list[DeviceStatus]:
         """The status of every device of slice `i` (flat index), counted into the
-        summaries. One loop per slice, lookups hoisted: it runs on every claim change."""
+        summaries (`only`: of those devices alone, in that order). One loop per slice,
+        lookups hoisted: it runs on every claim change."""
         by_device, cap = self.by_device, self.options.max_listed_allocations
         verdicts, in_use, dedicated = self.judgement.verdicts, self.in_use, self.alloc.dedicated
+        devs = self.flat[i].devices
         out: list[DeviceStatus] = []
-        for j, dev in enumerate(self.flat[i].devices):
+        for j in range(len(devs)) if only is None else only:
+            dev = devs[j]
             name = dev.name
             found_verdict = verdicts.get((i, j))
             verdict, reason = (
@@ -493,38 +510,6 @@ def _taint_rules(
 ) -> list[DeviceTaintRule]:
     """The DeviceTaintRules that apply to the pool's devices under the profile."""
     return [r for r in taint_rules if r.matches(*key)] if profile_rules.taint_rules else []
-
-
-@dataclass(frozen=True, slots=True)
-class JudgedDevices:
-    """A pool's newest devices as compute_pool judges them with some allocations: their
-    statuses, one list per current slice in the slice's device order, and what is left of
-    each counter (nanos)."""
-
-    statuses: list[list[DeviceStatus]]
-    left: Mapping[CounterKey, int]
-
-
-def device_statuses(
-    key: PoolKey,
-    prepared: PreparedPool,
-    allocations: Sequence[AllocRef],
-    taint_rules: Sequence[DeviceTaintRule],
-    options: EngineOptions,
-) -> JudgedDevices:
-    """The devices of the current slices, judged as compute_pool judges them with
-    `allocations`, without the rest of the pool's status (summaries, partitions,
-    conditions, counter sets rendered): `fit` judges every pool its copies took devices
-    in again only to explain the next copy. `prepared` must serve the options' profile
-    (PreparedPool.serves), and pools must be judged apart (no aborts: from 1.35)."""
-    rules_now = rules_for(options.profile)
-    if prepared.rules != rules_now or not rules_now.invalid_pool_is_node_local:
-        raise ValueError(f"pool {key}: prepared for another profile, or judged with the world")
-    rules = _taint_rules(key, taint_rules, prepared.rules)
-    comp = _PoolComputation(key, prepared, _by_device(allocations), rules, options)
-    acc = SummaryAcc()
-    statuses = [comp.devices(i, acc, None) for i in range(len(prepared.current))]
-    return JudgedDevices(statuses, comp.left)
 
 
 def _fragmentation(

@@ -319,9 +319,75 @@ def judge(
         run.view(vi, view, _checks(view, left_for, state, rules))
     if run.per_count:
         _settle(run.best, run.per_count, first_choices([v.first for v in views]))
+    return Judgement(run.best, run.free_by_view, run.stale, _ignored(flat), run.offers)
+
+
+def _ignored(flat: Sequence[FlatSlice]) -> dict[int, str]:
     ignored = {i: fs.ignored for i, fs in enumerate(flat) if fs.ignored}
     ignored.update((i, COUNTERS_ONLY) for i, fs in enumerate(flat) if fs.counters_only)
-    return Judgement(run.best, run.free_by_view, run.stale, ignored, run.offers)
+    return ignored
+
+
+def some_judged(
+    view: View, flat: Sequence[FlatSlice], verdicts: dict[tuple[int, int], Verdict]
+) -> Judgement:
+    """A judgement of the pool's one view holding the verdicts of some of its targets
+    (judge_again): enough to render those devices, and any device it does not hand
+    out; nothing else."""
+    return Judgement(verdicts, [], set(view.stale), _ignored(flat), [])
+
+
+def judged_apart(view: View, parsed: ParsedPool, state: AllocatedState, rules: Rules) -> bool:
+    """Whether each device's verdict in this view depends on the allocations only
+    through its own (who holds it, its capacity and shares) and the counters it
+    debits, so that after a change only those devices need judging again
+    (`judge_again`): one count trusted, the pool's own parse counted as a whole (not
+    per slice, 1.34), no compatibility groups, no second capacity check against
+    another device (1.34) and no slice whose node operations the profile refuses."""
+    outcomes = view.outcomes
+    return (
+        len(outcomes) == 1
+        and outcomes[0].kind == "ok"
+        and outcomes[0].parsed is parsed
+        and not parsed.errors
+        and not parsed.per_slice
+        and not (rules.compatibility_groups and parsed.group_uses)
+        and not state.recheck_first
+        and not rules.node_operations_checked
+    )
+
+
+def judge_again(
+    view: View,
+    flat: Sequence[FlatSlice],
+    state: AllocatedState,
+    tainted: Callable[[int, int], bool] | None,
+    composite_blocked: Callable[[Device], bool],
+    left: Mapping[CounterKey, int],
+    places: Sequence[tuple[int, int]],
+    rules: Rules = REFERENCE,
+) -> dict[tuple[int, int], Verdict]:
+    """The verdicts of the devices at `places` (targets of the view) as `judge` gives
+    them under `state` and `left`, for a pool of this one view (`judged_apart`)."""
+    parsed = view.outcomes[0].parsed
+    assert parsed is not None
+    check = ViewCheck(parsed, left, overdrawn(left))
+    devs = [flat[i].devices[j] for i, j in places]
+    taints = [tainted(*at) for at in places] if tainted is not None else None
+    unsupported = view.unsupported
+    out: dict[tuple[int, int], Verdict] = {}
+    reasons = check.refusals(devs, taints, state, composite_blocked, rules)
+    for at, r in zip(places, reasons, strict=True):
+        if r is None and unsupported and at in unsupported:
+            r = "UnsupportedNodeSelector"
+        out[at] = ("no", r) if r is not None else _YES
+    return out
+
+
+def overdrawn(left: Mapping[CounterKey, int]) -> bool:
+    """Some counter is below zero: a view that counts the pool's counters as a whole
+    refuses every device that debits any."""
+    return bool(left) and min(left.values()) < 0
 
 
 def _checks(
@@ -337,7 +403,7 @@ def _checks(
             left = left_for(o.parsed)
             # Per slice (1.34) an overdrawn counter refuses only its slice's devices,
             # which their zero debits on it already say.
-            over = not o.parsed.per_slice and bool(left) and min(left.values()) < 0
+            over = not o.parsed.per_slice and overdrawn(left)
             checks.append(ViewCheck(o.parsed, left, over, groups_in_use(o.parsed, state, rules)))
         else:
             checks.append(_KIND_REASON[o.kind])

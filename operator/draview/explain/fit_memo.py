@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from draview.api.world import World
 from draview.cel import CelEngine
+from draview.engine.judged import JudgedDevices, device_statuses
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
-from draview.engine.pool import PoolResult, device_statuses
+from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.explain.fit_board import Board
 from draview.explain.fit_search import NodeName, Question, node_groups
@@ -39,10 +40,12 @@ class FitMemo:
     key: object = None
     question: Question | None = None
     board: Board | None = None
-    # per pool: the result and the copies' allocations it was indexed after
-    indexed: dict[PoolKey, tuple[PoolResult, Sequence[AllocRef] | None, PoolDevices]] = field(
-        default_factory=dict
-    )
+    # per pool: the result and the copies' allocations it was indexed after, and the
+    # judgement indexed (None: the result's own)
+    indexed: dict[
+        PoolKey,
+        tuple[PoolResult, Sequence[AllocRef] | None, PoolDevices, JudgedDevices | None],
+    ] = field(default_factory=dict)
     # The index after the copies, the board whose copies it holds, and the pools judged
     # again since it was made.
     index: DeviceIndex | None = None
@@ -152,13 +155,20 @@ class FitMemo:
         it or its copies changed."""
         hit = self.indexed.get(r.key)
         if hit is None or hit[0] is not r or not (hit[1] is refs or hit[1] == refs):
+            judged = None
             if refs is None or r.prepared is None:
                 devices = index_pool(r, world.taint_rules)
             else:
+                # From the last judgement of the same slices: only the devices whose
+                # holders or counters differ are judged and indexed again.
+                before = hit[3] if hit is not None else None
                 allocations = [*base.get(r.key, ()), *refs]
-                judged = device_statuses(r.key, r.prepared, allocations, world.taint_rules, opts)
-                devices = index_judged(r, judged, world.taint_rules)
-            hit = self.indexed[r.key] = (r, refs, devices)
+                judged = device_statuses(
+                    r.key, r.prepared, allocations, world.taint_rules, opts, before
+                )
+                last = hit[2] if hit is not None and before is not None else None
+                devices = index_judged(r, judged, world.taint_rules, last)
+            hit = self.indexed[r.key] = (r, refs, devices, judged)
         index.add(r, hit[2])
 
     def groups_of(self, q: Question, nodes: list[NodeName]) -> list[tuple[NodeName, ...]]:

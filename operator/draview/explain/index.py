@@ -3,16 +3,17 @@ kept per pool so that a pool judged again is indexed again on its own."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import accumulate, chain
 
 from draview.api.slices import Device, ResourceSlice, Taint
 from draview.api.status import DeviceStatus
 from draview.api.taints import DeviceTaintRule
 from draview.engine.flatten import FlatSlice, flatten_slice
+from draview.engine.judged import JudgedDevices
 from draview.engine.model import PoolKey
-from draview.engine.pool import JudgedDevices, PoolResult
+from draview.engine.pool import PoolResult
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool, parse_pool
 from draview.quantity import QuantityError, parse_quantity
@@ -53,7 +54,7 @@ class PoolDevices:
     nanos: compared for every device a claim is explained on."""
 
     devices: list[IndexedDevice]
-    remaining: dict[CounterKey, int]
+    remaining: Mapping[CounterKey, int]
     # When `devices` are every device of the pool's current slices in order: what a
     # request's selectors answer for each, kept with the prepared slices (why.py
     # `_fold`).
@@ -95,23 +96,48 @@ def index_pool(result: PoolResult, rules: Sequence[DeviceTaintRule] = ()) -> Poo
 
 
 def index_judged(
-    result: PoolResult, judged: JudgedDevices, rules: Sequence[DeviceTaintRule] = ()
+    result: PoolResult,
+    judged: JudgedDevices,
+    rules: Sequence[DeviceTaintRule] = (),
+    before: PoolDevices | None = None,
 ) -> PoolDevices:
     """index_pool of the pool of `result` judged again with other allocations
     (device_statuses): the statuses and counters as the engine has them, not read back
-    from a rendered status."""
+    from a rendered status. `before`: this function's answer for the judgement
+    `judged` was made from (JudgedDevices.changed), with the same rules: only the
+    devices judged again are indexed again."""
     prepared = result.prepared
     if prepared is None:
         raise ValueError(f"pool {result.key}: judged without its prepared slices")
+    changed = judged.changed
+    if before is not None and changed is not None and before.checks is prepared.index_checks:
+        # Every current device in order (PoolDevices.checks says so), of the same slices.
+        devices = list(before.devices)
+        starts = list(accumulate((len(fs.devices) for fs in prepared.current), initial=0))
+        for i, j in changed:
+            d = devices[starts[i] + j]
+            devices[starts[i] + j] = IndexedDevice(
+                d.driver,
+                d.pool,
+                d.generation,
+                d.slice,
+                d.device,
+                judged.statuses[i][j],
+                d.taints,
+                d.debits,
+                d.pool_complete,
+                d.pool_valid,
+            )
+        return PoolDevices(devices, judged.left, before.checks)
     by_slice = list(zip(prepared.current, judged.statuses, strict=True))
-    return _pool_devices(result, by_slice, prepared.parsed, dict(judged.left), rules)
+    return _pool_devices(result, by_slice, prepared.parsed, judged.left, rules)
 
 
 def _pool_devices(
     result: PoolResult,
     by_slice: Sequence[tuple[FlatSlice, Sequence[DeviceStatus | None]]],
     parsed: ParsedPool,
-    remaining: dict[CounterKey, int],
+    remaining: Mapping[CounterKey, int],
     rules: Sequence[DeviceTaintRule],
 ) -> PoolDevices:
     """Each device of the slices with its status (in the slice's device order; None: the

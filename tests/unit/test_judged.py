@@ -1,0 +1,70 @@
+"""engine/judged.py: a pool judged again from its last judgement with other allocations
+gives every device the status, and the counters the remainder, that judging it whole
+gives; on random pools (counters, overdrawn ones, shares, capacity, taints), for every
+release that judges pools apart (1.34 judges them with the world: `fit` judges the
+world again there)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from builders import random_counter_pool, world
+
+from draview.engine.judged import JudgedDevices, device_statuses
+from draview.engine.model import AllocRef, EngineOptions
+from draview.engine.profile import make_profile
+from draview.engine.world import compute_world
+from draview.explain.index import index_judged
+
+RELEASES = ["1.35", "1.36", "1.37"]
+GATES = {"DRAPartitionableDevices": True}
+
+
+def _allocations(rng: random.Random, names: list[str], shareable: set[str]) -> list[AllocRef]:
+    out = []
+    for k, name in enumerate(names):
+        if rng.random() < 0.45:
+            for s in range(rng.randint(1, 2) if name in shareable else 1):
+                share = f"s{s}" if name in shareable else None
+                consumed = (("bw", str(rng.randint(1, 6))),) if share and rng.random() < 0.5 else ()
+                who = rng.choice(["a", "b", f"c{k}"])
+                out.append(AllocRef(name, "ns", who, f"uid-{who}", "r", False, share, consumed))
+    return out
+
+
+def _strip(j: JudgedDevices) -> tuple[Any, Any]:
+    return j.statuses, dict(j.left)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_judged_again_is_judged_whole(release: str) -> None:
+    opts = EngineOptions(profile=make_profile(release, GATES))
+    rng = random.Random(f"judged-{release}")
+    incremental = 0
+    for _ in range(60):
+        objects = random_counter_pool(rng)
+        results = compute_world(world(*objects), opts)
+        r = results[0]
+        assert r.prepared is not None
+        names = [d.name for fs in r.prepared.current for d in fs.devices]
+        shareable = {
+            d.name for fs in r.prepared.current for d in fs.devices if d.allow_multiple_allocations
+        }
+        before = device_statuses(r.key, r.prepared, _allocations(rng, names, shareable), (), opts)
+        last = index_judged(r, before)
+        for _ in range(6):
+            allocations = _allocations(rng, names, shareable)
+            again = device_statuses(r.key, r.prepared, allocations, (), opts, before)
+            whole = device_statuses(r.key, r.prepared, allocations, (), opts)
+            assert _strip(again) == _strip(whole)
+            indexed = index_judged(r, again, (), last if again.changed is not None else None)
+            fresh = index_judged(r, whole)
+            assert [d.status for d in indexed.devices] == [d.status for d in fresh.devices]
+            assert [(d.id, d.taints, d.debits) for d in indexed.devices] == [
+                (d.id, d.taints, d.debits) for d in fresh.devices
+            ]
+            incremental += again.changed is not None
+            before, last = again, indexed
+    assert incremental > 100
