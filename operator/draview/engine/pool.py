@@ -351,10 +351,12 @@ class PreparedPool:
     rules: Rules = DEFAULT_RULES  # the profile's rules the slices were read with
     # The composite draft's devices of the current slices (almost always none).
     composite: tuple[Device, ...] = ()
-    # What a node search learns of a view's slice once and for all (which devices a
-    # request's selectors pass: explain/search.py), kept while the slices are: a claim
-    # change leaves it standing, so the touched node's searches look it up.
-    walk_checks: dict[tuple[int, int, int], dict[object, bytes]] = field(
+    # What node searches learn of a view's slice once and for all, by (view, the count
+    # it trusts, slice): the slice's devices as the walk meets them (explain/gather.py)
+    # and which of them each request's selectors pass (explain/search.py). Kept while
+    # the slices are: a claim change leaves it standing, so the touched node's
+    # searches look it up.
+    walk_checks: dict[tuple[int, int, int], dict[object, object]] = field(
         default_factory=dict, compare=False, repr=False
     )
     # The same for the current slices' devices in order, as `why` folds them

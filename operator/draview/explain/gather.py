@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from draview.api.slices import Device, Taint, any_binding_conditions
 from draview.api.taints import DeviceTaintRule
@@ -68,9 +69,9 @@ class NodePool:
     # The name of each of `slices`: a slice is the same one on every node, and one
     # attempt lists it in the same place for all of them.
     names: list[str] = field(default_factory=list)
-    # Per slice of `slices`, what searches learned of its devices that no allocation
-    # changes (search.py `_static`), kept with the pool's prepared slices.
-    checks: list[dict[object, bytes]] = field(default_factory=list)
+    # Per slice of `slices`, what searches learned of it that no allocation changes
+    # (its devices, and search.py `_static`), kept with the pool's prepared slices.
+    checks: list[dict[object, object]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -190,17 +191,29 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
     # checked after the selectors as isSelectable does (a relevant per-device slice
     # always has some device among the targets).
     slice_indices = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
-    checks = prepared.walk_checks
+    learnt = prepared.walk_checks
     for i in slice_indices:
         fs = flat[i]
-        out.slices.append(_devices(r.key, i, fs, view, targets, rules, o, refuse_skips))
+        # The same devices, reach and counts for every node of the view, and at every
+        # question while the slices stay: built once for the taint rules of the day.
+        mine = learnt.setdefault((vi, picked, i), {})
+        kept = cast(tuple[Sequence[DeviceTaintRule], list[SearchDevice]] | None, mine.get(_DEVICES))
+        if kept is None or not (kept[0] is rules or kept[0] == rules):
+            kept = mine[_DEVICES] = (
+                rules,
+                _devices(r.key, i, fs, view, targets, rules, o, refuse_skips),
+            )
+        out.slices.append(kept[1])
         out.names.append(fs.slice.name)
-        # The same devices, reach and counts for every node of the view.
-        out.checks.append(checks.setdefault((vi, picked, i), {}))
+        out.checks.append(mine)
         out.binding = out.binding or any_binding_conditions(fs.devices)
     if len(outcomes) > 1:
         out.firsts = _firsts(view, picked, slice_indices)
     return out
+
+
+# Where a slice's devices are kept among what searches learnt of it (NodePool.checks).
+_DEVICES = "devices"
 
 
 def _devices(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 from draview.api.claims import DeviceChoice, ResourceClaim
 from draview.api.slices import Device
@@ -46,6 +47,58 @@ ORIGIN: Location = (0, 0, 0)
 
 # NodeSearch._static: what a device is to a request, whatever is allocated.
 _NEVER, _WHOLE, _MEASURE, _UNKNOWN = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """What a walk learns of one slice for one request's selectors, whatever is
+    allocated (NodeSearch._static).
+
+    `known`, per device: _NEVER (binding conditions the profile refuses, a selector
+    false, out of reach), _WHOLE (selectable, nothing to work out without capacity in
+    use or asked for), _MEASURE (selectable, capacity to work out) or _UNKNOWN (a
+    selector fails with an error: checked where the walk meets it, which raises it).
+
+    Runs: consecutive devices, each _NEVER or _WHOLE and debiting counters unshared,
+    that all debit some counters. `ends[j]`: where the run of device j ends (exclusive);
+    `needs[j]`: the least each of its devices debits of each of those counters. When
+    what is left of one of them is less than that, every device of the run is refused
+    at the counters: the walk passes the run over at once (most devices of a full
+    partitionable GPU). None: no run of two devices."""
+
+    known: bytes
+    ends: tuple[int, ...] | None
+    needs: tuple[tuple[tuple[CounterKey, int], ...], ...]
+
+    @classmethod
+    def of(cls, known: bytes, devices: Sequence[SearchDevice]) -> _Walk:
+        n = len(devices)
+        ends = list(range(1, n + 1))
+        needs: list[tuple[tuple[CounterKey, int], ...]] = [()] * n
+        j, runs = 0, False
+        while j < n:
+            need: dict[CounterKey, int] | None = None
+            k = j
+            while k < n and known[k] in (_NEVER, _WHOLE):
+                d = devices[k]
+                if known[k] == _WHOLE:
+                    dev = d.device
+                    if not (dev.consumes_counters and d.debits) or dev.allow_multiple_allocations:
+                        break
+                    mine = dict(d.debits)
+                    if need is not None:
+                        mine = {ck: min(m, mine[ck]) for ck, m in need.items() if ck in mine}
+                    if not mine:
+                        break  # it shares no counter with the run: the next run begins
+                    need = mine
+                k += 1
+            if k > j + 1 and need:
+                runs = True
+                shared = tuple(need.items())
+                for m in range(j, k):
+                    ends[m], needs[m] = k, shared
+            j = max(k, j + 1)
+        return cls(known, tuple(ends) if runs else None, tuple(needs) if runs else ())
 
 
 class SearchError(Exception):
@@ -330,9 +383,16 @@ class NodeSearch:
         for pi, sj, first, devices, pool in self._runs(start):
             dedicated = pool.allocated.dedicated
             used = pool.allocated.capacity
-            static = self._static(data, pool, sj, devices)
+            walk = self._static(data, pool, sj, devices)
+            static = walk.known if walk is not None else None
+            # A run of devices all refused at the counters is passed over at once: only
+            # where nothing before the counters could refuse them otherwise or fail.
+            runs = walk is not None and walk.ends is not None and not (admin or measure or used)
             left: Counted | None = None
+            past = 0
             for dj in range(first, len(devices)):
+                if dj < past:
+                    continue
                 known = static[dj] if static is not None else _UNKNOWN
                 if known == _NEVER:
                     continue  # whatever is in use: its selectors fail and raise nothing
@@ -358,19 +418,21 @@ class NodeSearch:
                     if left is None:
                         left = counters.counted(pool)
                     if left.short(d.debits):
+                        if runs and not allocating_capacity:
+                            assert walk is not None and walk.ends is not None
+                            end = walk.ends[dj]
+                            if end > dj + 1 and left.short(walk.needs[dj]):
+                                past = end
                         continue
                 yield (pi, sj, dj), d, pool
 
     def _static(
         self, data: _Request, pool: NodePool, sj: int, devices: Sequence[SearchDevice]
-    ) -> bytes | None:
-        """Per device of the pool's slice `sj`, what `_selectable` and the first check of
-        `_capacity_ok` answer for the request, which no allocation changes: _NEVER,
-        _WHOLE (selectable, nothing to work out without capacity in use or asked for),
-        _MEASURE (selectable, capacity to work out) or _UNKNOWN (a selector fails with
-        an error: checked where the walk meets it, which raises it). Worked out once per
-        slice of the pool's view and request selectors, kept with the pool's prepared
-        slices (NodePool.checks); None for a pool built without them."""
+    ) -> _Walk | None:
+        """What the walk learns of the pool's slice `sj` for the request that no
+        allocation changes (_Walk), worked out once per slice of the pool's view and
+        request selectors and kept with the pool's prepared slices (NodePool.checks);
+        None for a pool built without them."""
         if sj >= len(pool.checks):
             return None
         if data.static_key is None:
@@ -381,7 +443,7 @@ class NodeSearch:
                 self.rules.binding_conditions,
             )
         store = pool.checks[sj]
-        found = store.get(data.static_key)
+        found = cast(_Walk | None, store.get(data.static_key))
         if found is None:
             parsed = pool.parsed
             out = bytearray(len(devices))  # _NEVER
@@ -394,7 +456,7 @@ class NodeSearch:
                     continue
                 whole = parsed is not None and parsed.takes_whole(d.device)
                 out[j] = _WHOLE if whole else _MEASURE
-            found = store[data.static_key] = bytes(out)
+            found = store[data.static_key] = _Walk.of(bytes(out), devices)
         return found
 
     def _first_subrequest(self, ri: int) -> bool:
