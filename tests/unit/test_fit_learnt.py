@@ -31,11 +31,12 @@ from draview.engine.profile import make_profile
 from draview.engine.rules import as_read, rules_for
 from draview.engine.verdict import counters_left
 from draview.engine.world import compute_world
+from draview.explain import search
 from draview.explain.fit import FitResult, fit
 from draview.explain.fit_memo import FitMemo
 from draview.explain.fit_search import Question, merge_claims
 from draview.explain.index import DeviceIndex
-from draview.explain.search import NodeSearch, _Walk
+from draview.explain.search import _Walk
 from draview.explain.why import Explainer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -207,6 +208,7 @@ def test_a_walk_passing_runs_over_answers_as_one_device_by_device(
     on random counter pools with random holders, `fit` answers as a walk that looks
     at every device (what searches learnt of the slices left unused)."""
     opts = EngineOptions(profile=make_profile(release, {"DRAPartitionableDevices": True}))
+    monkeypatch.setattr(search, "RUNS_AFTER", 1)  # from the first walk: small pools
     rng = random.Random(f"runs-{release}")
     w = read_workload([TEMPLATE], nobody)
     with_runs = 0
@@ -222,9 +224,9 @@ def test_a_walk_passing_runs_over_answers_as_one_device_by_device(
         prepared = results[0].prepared
         assert prepared is not None
         walks = [v for learnt in prepared.walk_checks.values() for v in learnt.values()]
-        with_runs += any(isinstance(v, _Walk) and v.ends is not None for v in walks)
+        with_runs += any(isinstance(v, _Walk) and v.runs and v.runs[0] for v in walks)
         with monkeypatch.context() as m:
-            m.setattr(NodeSearch, "_static", lambda *_: None)
+            m.setattr(search.NodeSearch, "_static", lambda *_: None)
             plain = fit(asked, w, opts)
         assert _answer(got) == _answer(plain)
         assert [(n.name, n.copies, n.devices) for n in got.nodes] == [

@@ -49,7 +49,15 @@ ORIGIN: Location = (0, 0, 0)
 _NEVER, _WHOLE, _MEASURE, _UNKNOWN = 0, 1, 2, 3
 
 
-@dataclass(frozen=True, slots=True)
+# A slice's runs are worked out once it has been walked this often for one request:
+# about as costly as one walk, they pay off on the slices walked again and again (a
+# probe's touched node at each asking, every node at a second question), not on a
+# question asked once.
+RUNS_AFTER = 8
+_NO_RUNS: tuple[tuple[int, ...], tuple[tuple[tuple[CounterKey, int], ...], ...]] = ((), ())
+
+
+@dataclass(slots=True)
 class _Walk:
     """What a walk learns of one slice for one request's selectors, whatever is
     allocated (NodeSearch._static).
@@ -59,46 +67,66 @@ class _Walk:
     use or asked for), _MEASURE (selectable, capacity to work out) or _UNKNOWN (a
     selector fails with an error: checked where the walk meets it, which raises it).
 
-    Runs: consecutive devices, each _NEVER or _WHOLE and debiting counters unshared,
-    that all debit some counters. `ends[j]`: where the run of device j ends (exclusive);
-    `needs[j]`: the least each of its devices debits of each of those counters. When
-    what is left of one of them is less than that, every device of the run is refused
-    at the counters: the walk passes the run over at once (most devices of a full
-    partitionable GPU). None: no run of two devices."""
+    `runs` (once worked out, `RUNS_AFTER`): consecutive devices, each _NEVER or _WHOLE
+    and debiting counters unshared, that all debit some counters; per device, where
+    its run ends (exclusive) and the least each device of the run debits of each of
+    those counters. When what is left of one of them is less than that, every device
+    of the run is refused at the counters: the walk passes the run over at once (most
+    devices of a full partitionable GPU). Set in one assignment: searches in other
+    threads may read it meanwhile."""
 
     known: bytes
-    ends: tuple[int, ...] | None
-    needs: tuple[tuple[tuple[CounterKey, int], ...], ...]
+    runs: tuple[tuple[int, ...], tuple[tuple[tuple[CounterKey, int], ...], ...]] | None = None
+    walks: int = 0
 
-    @classmethod
-    def of(cls, known: bytes, devices: Sequence[SearchDevice]) -> _Walk:
-        n = len(devices)
-        ends = list(range(1, n + 1))
-        needs: list[tuple[tuple[CounterKey, int], ...]] = [()] * n
-        j, runs = 0, False
-        while j < n:
-            need: dict[CounterKey, int] | None = None
-            k = j
-            while k < n and known[k] in (_NEVER, _WHOLE):
+    def walked(self, devices: Sequence[SearchDevice]) -> None:
+        self.walks += 1
+        if self.runs is None and self.walks >= RUNS_AFTER:
+            self.runs = _runs(self.known, devices)
+
+
+def _runs(
+    known: bytes, devices: Sequence[SearchDevice]
+) -> tuple[tuple[int, ...], tuple[tuple[tuple[CounterKey, int], ...], ...]]:
+    """_Walk.runs of the slice, _NO_RUNS where no run holds two devices."""
+    n = len(devices)
+    ends: list[int] | None = None
+    needs: list[tuple[tuple[CounterKey, int], ...]] = []
+    j = 0
+    while j < n:
+        need: dict[CounterKey, int] | None = None
+        k = j
+        while k < n:
+            kind = known[k]
+            if kind == _WHOLE:
                 d = devices[k]
-                if known[k] == _WHOLE:
-                    dev = d.device
-                    if not (dev.consumes_counters and d.debits) or dev.allow_multiple_allocations:
-                        break
+                dev = d.device
+                if not (dev.consumes_counters and d.debits) or dev.allow_multiple_allocations:
+                    break
+                if need is None:
+                    need = dict(d.debits)
+                else:
                     mine = dict(d.debits)
-                    if need is not None:
-                        mine = {ck: min(m, mine[ck]) for ck, m in need.items() if ck in mine}
-                    if not mine:
+                    common = [ck for ck in need if ck in mine]
+                    if not common:
                         break  # it shares no counter with the run: the next run begins
-                    need = mine
-                k += 1
-            if k > j + 1 and need:
-                runs = True
-                shared = tuple(need.items())
-                for m in range(j, k):
-                    ends[m], needs[m] = k, shared
-            j = max(k, j + 1)
-        return cls(known, tuple(ends) if runs else None, tuple(needs) if runs else ())
+                    if len(common) < len(need):
+                        need = {ck: need[ck] for ck in common}
+                    for ck, m in need.items():
+                        x = mine[ck]
+                        if x < m:
+                            need[ck] = x
+            elif kind != _NEVER:
+                break
+            k += 1
+        if k > j + 1 and need:
+            if ends is None:
+                ends, needs = list(range(1, n + 1)), [()] * n
+            shared = tuple(need.items())
+            for m in range(j, k):
+                ends[m], needs[m] = k, shared
+        j = max(k, j + 1)
+    return (tuple(ends), tuple(needs)) if ends is not None else _NO_RUNS
 
 
 class SearchError(Exception):
@@ -387,7 +415,9 @@ class NodeSearch:
             static = walk.known if walk is not None else None
             # A run of devices all refused at the counters is passed over at once: only
             # where nothing before the counters could refuse them otherwise or fail.
-            runs = walk is not None and walk.ends is not None and not (admin or measure or used)
+            runs = walk.runs if walk is not None and not (admin or measure or used) else None
+            if runs is not None and not runs[0]:
+                runs = None
             left: Counted | None = None
             past = 0
             for dj in range(first, len(devices)):
@@ -418,10 +448,9 @@ class NodeSearch:
                     if left is None:
                         left = counters.counted(pool)
                     if left.short(d.debits):
-                        if runs and not allocating_capacity:
-                            assert walk is not None and walk.ends is not None
-                            end = walk.ends[dj]
-                            if end > dj + 1 and left.short(walk.needs[dj]):
+                        if runs is not None and not allocating_capacity:
+                            end = runs[0][dj]
+                            if end > dj + 1 and left.short(runs[1][dj]):
                                 past = end
                         continue
                 yield (pi, sj, dj), d, pool
@@ -456,7 +485,8 @@ class NodeSearch:
                     continue
                 whole = parsed is not None and parsed.takes_whole(d.device)
                 out[j] = _WHOLE if whole else _MEASURE
-            found = store[data.static_key] = _Walk.of(bytes(out), devices)
+            found = store[data.static_key] = _Walk(bytes(out))
+        found.walked(devices)
         return found
 
     def _first_subrequest(self, ri: int) -> bool:
