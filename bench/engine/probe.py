@@ -8,7 +8,9 @@ its device back (a claim event). The batch that judges the pool again is the ope
 work for any change and is not counted; what is timed is what the probe adds: deciding
 that it is due (`_mark_due`), asking it again with its memo (`_ask`: the pools it
 counts on gathered, `fit`, the answer) and exporting its metrics. bench/engine/fit.py
-times `fit` alone; the difference is the operator's own share.
+times `fit` alone; the difference is the operator's own share. Then claims in 1, 2, 4
+and 8 pools are changed before one asking: the cost per touched pool is the slope, and
+what every asking costs besides is what is left at none.
 
     python bench/engine/generate.py && python bench/engine/probe.py
 """
@@ -35,6 +37,8 @@ from draview.controller.ratelimit import TokenBucket  # noqa: E402
 from draview.controller.writer import Writer  # noqa: E402
 
 OUT = REPO / "bench" / "out"
+TOUCHED = (1, 2, 4, 8)  # pools changed before one asking (_per_touched_pool)
+ROUNDS = 12
 PROBE = "one-mig"
 CLAIM = {
     "devices": {"requests": [{"name": "mig", "exactly": {"deviceClassName": "mig.example.com"}}]}
@@ -118,6 +122,7 @@ async def _run(items: list[dict[str, Any]], changes: int) -> dict[str, Any]:
         fits.append(spent.pop())
     times.sort()
     fits.sort()
+    slope = await _per_touched_pool(ingest, rec, cap, probe, claims)
     return {
         "clock": "cpu",
         "pools": len(rec.results),
@@ -128,6 +133,44 @@ async def _run(items: list[dict[str, Any]], changes: int) -> dict[str, Any]:
         "update_max_ms": round(1000 * times[-1], 2),
         "update_fit_median_ms": round(1000 * fits[len(fits) // 2], 2),
         "update_target_ms": 1.0,
+        **slope,
+    }
+
+
+async def _per_touched_pool(
+    ingest: Any, rec: Any, cap: Any, probe: Any, claims: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What an update costs per pool it must look at again, apart from what every
+    asking costs: claims in 1, 2, 4 and 8 pools changed before one asking (each freed,
+    then taken back), medians of 12 rounds; the slope from 1 to 8 pools, and what is
+    left at none."""
+    medians: dict[int, float] = {}
+    step = 0
+    for k in TOUCHED:
+        times: list[float] = []
+        for _ in range(ROUNDS):
+            chosen = [claims[(step * 31 + i * 1009) % len(claims)] for i in range(k)]
+            step += 1
+            for event in ("DELETED", "ADDED"):
+                pools = []
+                for claim in chosen:
+                    ingest.claim_event(event, claim if event == "DELETED" else copy.deepcopy(claim))
+                    r = claim["status"]["allocation"]["devices"]["results"][0]
+                    pools.append((r["driver"], r["pool"]))
+                rec.compute(pools)
+                start = time.process_time()
+                await cap._mark_due()
+                probe.due = False
+                probe.answer = await cap._ask(probe)
+                cap._export(PROBE, probe)
+                times.append(time.process_time() - start)
+        times.sort()
+        medians[k] = times[len(times) // 2]
+    per_pool = (medians[TOUCHED[-1]] - medians[TOUCHED[0]]) / (TOUCHED[-1] - TOUCHED[0])
+    return {
+        "update_by_touched_pools_ms": {k: round(1000 * v, 2) for k, v in medians.items()},
+        "update_per_touched_pool_ms": round(1000 * per_pool, 2),
+        "update_each_asking_ms": round(1000 * (medians[TOUCHED[0]] - per_pool), 2),
     }
 
 
