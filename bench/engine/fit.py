@@ -195,16 +195,21 @@ def _probe_update(
         for r in results
         for left in (r.lefts or {}).values()
     )
+    # Its own CEL cache, let go before what is left is read: the cache is the asker's
+    # (bounded by max_results), not the pools'.
+    own: CelEngine | None = CelEngine(max_results=max(200_000, 8 * devices))
     gc.collect()
     tracemalloc.start()
     memo = FitMemo()
-    fit(asked, workload, options, results=results, cel=cel, allocations=allocations, memo=memo)
+    fit(asked, workload, options, results=results, cel=own, allocations=allocations, memo=memo)
     gc.collect()
     held = tracemalloc.get_traced_memory()[0]
     memo.clear()
     gc.collect()
+    held -= tracemalloc.get_traced_memory()[0]
+    own = None
+    gc.collect()
     learnt = tracemalloc.get_traced_memory()[0]
-    held -= learnt
     tracemalloc.stop()
     return {
         "probe_first_s": round(first, 3),

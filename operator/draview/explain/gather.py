@@ -42,11 +42,12 @@ class SearchDevice:
     node_local: bool
     # Its slice has skipNodeOperations and the node or the scheduler cannot do without.
     node_operations_refused: bool = False
-    # Worked out once: the search reads it for every device it walks past.
-    id: tuple[str, str, str] = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.id = (self.driver, self.pool, self.device.name)
+    @property
+    def id(self) -> tuple[str, str, str]:
+        # Made when asked (a device being taken, mostly), not kept: the devices are
+        # kept with the pool's slices (PreparedPool.walk_checks).
+        return (self.driver, self.pool, self.device.name)
 
     @property
     def cel_key(self) -> tuple[str, str, str, int, str]:

@@ -430,7 +430,7 @@ class NodeSearch:
                 if admin:
                     if claim in allocating.get(d.id, ()):
                         continue
-                elif d.device.name in dedicated or d.id in allocating:
+                elif d.device.name in dedicated or (allocating and d.id in allocating):
                     continue
                 if known == _WHOLE and not (
                     measure
