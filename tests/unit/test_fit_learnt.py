@@ -4,7 +4,6 @@ after a claim change reads it, and answers as a new question would."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from builders import (
     counter_pool,
     device,
     device_class,
-    random_counter_pool,
     result,
     rslice,
     world,
@@ -31,12 +29,10 @@ from draview.engine.profile import make_profile
 from draview.engine.rules import as_read, rules_for
 from draview.engine.verdict import counters_left
 from draview.engine.world import compute_world
-from draview.explain import search
 from draview.explain.fit import FitResult, fit
 from draview.explain.fit_memo import FitMemo
 from draview.explain.fit_search import Question, merge_claims
 from draview.explain.index import DeviceIndex
-from draview.explain.search import _Walk
 from draview.explain.why import Explainer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -198,38 +194,3 @@ def test_a_search_reads_the_judgements_counters_for_the_pools_own_allocations() 
     left = q.left_of(pool.parsed, after.allocated)
     assert left == counters_left(pool.parsed, after.allocated)
     assert left != results[0].lefts[id(pool.parsed)]
-
-
-@pytest.mark.parametrize("release", ["1.35", "1.36", "1.37"])
-def test_a_walk_passing_runs_over_answers_as_one_device_by_device(
-    release: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Runs of devices refused at the counters are passed over at once (search._Walk):
-    on random counter pools with random holders, `fit` answers as a walk that looks
-    at every device (what searches learnt of the slices left unused)."""
-    opts = EngineOptions(profile=make_profile(release, {"DRAPartitionableDevices": True}))
-    monkeypatch.setattr(search, "RUNS_AFTER", 1)  # from the first walk: small pools
-    rng = random.Random(f"runs-{release}")
-    w = read_workload([TEMPLATE], nobody)
-    with_runs = 0
-    for _ in range(80):
-        pool = random_counter_pool(rng)
-        names = [d["name"] for d in pool[-1]["spec"]["devices"]]
-        held = [
-            claim(f"c{i}", result(n, pool="p")) for i, n in enumerate(names) if rng.random() < 0.3
-        ]
-        asked = world(device_class(), *pool, *held)
-        results = compute_world(asked, opts)
-        got = fit(asked, w, opts, results=results)
-        prepared = results[0].prepared
-        assert prepared is not None
-        walks = [v for learnt in prepared.walk_checks.values() for v in learnt.values()]
-        with_runs += any(isinstance(v, _Walk) and v.runs and v.runs[0] for v in walks)
-        with monkeypatch.context() as m:
-            m.setattr(search.NodeSearch, "_static", lambda *_: None)
-            plain = fit(asked, w, opts)
-        assert _answer(got) == _answer(plain)
-        assert [(n.name, n.copies, n.devices) for n in got.nodes] == [
-            (n.name, n.copies, n.devices) for n in plain.nodes
-        ]
-    assert with_runs > 20

@@ -49,86 +49,6 @@ ORIGIN: Location = (0, 0, 0)
 _NEVER, _WHOLE, _MEASURE, _UNKNOWN = 0, 1, 2, 3
 
 
-# A slice's runs are worked out once it has been walked this often for one request:
-# about as costly as one walk, they pay off on the slices walked again and again (a
-# probe's touched node at each asking, every node at a second question), not on a
-# question asked once.
-RUNS_AFTER = 8
-_NO_RUNS: tuple[tuple[int, ...], tuple[tuple[tuple[CounterKey, int], ...], ...]] = ((), ())
-
-
-@dataclass(slots=True)
-class _Walk:
-    """What a walk learns of one slice for one request's selectors, whatever is
-    allocated (NodeSearch._static).
-
-    `known`, per device: _NEVER (binding conditions the profile refuses, a selector
-    false, out of reach), _WHOLE (selectable, nothing to work out without capacity in
-    use or asked for), _MEASURE (selectable, capacity to work out) or _UNKNOWN (a
-    selector fails with an error: checked where the walk meets it, which raises it).
-
-    `runs` (once worked out, `RUNS_AFTER`): consecutive devices, each _NEVER or _WHOLE
-    and debiting counters unshared, that all debit some counters; per device, where
-    its run ends (exclusive) and the least each device of the run debits of each of
-    those counters. When what is left of one of them is less than that, every device
-    of the run is refused at the counters: the walk passes the run over at once (most
-    devices of a full partitionable GPU). Set in one assignment: searches in other
-    threads may read it meanwhile."""
-
-    known: bytes
-    runs: tuple[tuple[int, ...], tuple[tuple[tuple[CounterKey, int], ...], ...]] | None = None
-    walks: int = 0
-
-    def walked(self, devices: Sequence[SearchDevice]) -> None:
-        self.walks += 1
-        if self.runs is None and self.walks >= RUNS_AFTER:
-            self.runs = _runs(self.known, devices)
-
-
-def _runs(
-    known: bytes, devices: Sequence[SearchDevice]
-) -> tuple[tuple[int, ...], tuple[tuple[tuple[CounterKey, int], ...], ...]]:
-    """_Walk.runs of the slice, _NO_RUNS where no run holds two devices."""
-    n = len(devices)
-    ends: list[int] | None = None
-    needs: list[tuple[tuple[CounterKey, int], ...]] = []
-    j = 0
-    while j < n:
-        need: dict[CounterKey, int] | None = None
-        k = j
-        while k < n:
-            kind = known[k]
-            if kind == _WHOLE:
-                d = devices[k]
-                dev = d.device
-                if not (dev.consumes_counters and d.debits) or dev.allow_multiple_allocations:
-                    break
-                if need is None:
-                    need = dict(d.debits)
-                else:
-                    mine = dict(d.debits)
-                    common = [ck for ck in need if ck in mine]
-                    if not common:
-                        break  # it shares no counter with the run: the next run begins
-                    if len(common) < len(need):
-                        need = {ck: need[ck] for ck in common}
-                    for ck, m in need.items():
-                        x = mine[ck]
-                        if x < m:
-                            need[ck] = x
-            elif kind != _NEVER:
-                break
-            k += 1
-        if k > j + 1 and need:
-            if ends is None:
-                ends, needs = list(range(1, n + 1)), [()] * n
-            shared = tuple(need.items())
-            for m in range(j, k):
-                ends[m], needs[m] = k, shared
-        j = max(k, j + 1)
-    return (tuple(ends), tuple(needs)) if ends is not None else _NO_RUNS
-
-
 class SearchError(Exception):
     """An error the scheduler does not treat as "not on this node": it aborts the pod's
     whole scheduling attempt."""
@@ -411,18 +331,9 @@ class NodeSearch:
         for pi, sj, first, devices, pool in self._runs(start):
             dedicated = pool.allocated.dedicated
             used = pool.allocated.capacity
-            walk = self._static(data, pool, sj, devices)
-            static = walk.known if walk is not None else None
-            # A run of devices all refused at the counters is passed over at once: only
-            # where nothing before the counters could refuse them otherwise or fail.
-            runs = walk.runs if walk is not None and not (admin or measure or used) else None
-            if runs is not None and not runs[0]:
-                runs = None
+            static = self._static(data, pool, sj, devices)
             left: Counted | None = None
-            past = 0
             for dj in range(first, len(devices)):
-                if dj < past:
-                    continue
                 known = static[dj] if static is not None else _UNKNOWN
                 if known == _NEVER:
                     continue  # whatever is in use: its selectors fail and raise nothing
@@ -448,20 +359,20 @@ class NodeSearch:
                     if left is None:
                         left = counters.counted(pool)
                     if left.short(d.debits):
-                        if runs is not None and not allocating_capacity:
-                            end = runs[0][dj]
-                            if end > dj + 1 and left.short(runs[1][dj]):
-                                past = end
                         continue
                 yield (pi, sj, dj), d, pool
 
     def _static(
         self, data: _Request, pool: NodePool, sj: int, devices: Sequence[SearchDevice]
-    ) -> _Walk | None:
-        """What the walk learns of the pool's slice `sj` for the request that no
-        allocation changes (_Walk), worked out once per slice of the pool's view and
-        request selectors and kept with the pool's prepared slices (NodePool.checks);
-        None for a pool built without them."""
+    ) -> bytes | None:
+        """Per device of the pool's slice `sj`, what `_selectable` and the first check of
+        `_capacity_ok` answer for the request, which no allocation changes: _NEVER
+        (binding conditions the profile refuses, a selector false, out of reach),
+        _WHOLE (selectable, nothing to work out without capacity in use or asked for),
+        _MEASURE (selectable, capacity to work out) or _UNKNOWN (a selector fails with
+        an error: checked where the walk meets it, which raises it). Worked out once per
+        slice of the pool's view and request selectors, kept with the pool's prepared
+        slices (NodePool.checks); None for a pool built without them."""
         if sj >= len(pool.checks):
             return None
         if data.static_key is None:
@@ -472,7 +383,7 @@ class NodeSearch:
                 self.rules.binding_conditions,
             )
         store = pool.checks[sj]
-        found = cast(_Walk | None, store.get(data.static_key))
+        found = cast(bytes | None, store.get(data.static_key))
         if found is None:
             parsed = pool.parsed
             out = bytearray(len(devices))  # _NEVER
@@ -485,8 +396,7 @@ class NodeSearch:
                     continue
                 whole = parsed is not None and parsed.takes_whole(d.device)
                 out[j] = _WHOLE if whole else _MEASURE
-            found = store[data.static_key] = _Walk(bytes(out))
-        found.walked(devices)
+            found = store[data.static_key] = bytes(out)
         return found
 
     def _first_subrequest(self, ri: int) -> bool:
