@@ -17,6 +17,7 @@ from builders import (
     device_class,
     result,
     rslice,
+    taint_rule,
     world,
 )
 
@@ -32,6 +33,7 @@ from draview.engine.world import compute_world
 from draview.explain.fit import FitResult, fit
 from draview.explain.fit_memo import FitMemo
 from draview.explain.fit_search import Question, merge_claims
+from draview.explain.gather import GatherIndex, node_pools
 from draview.explain.index import DeviceIndex
 from draview.explain.why import Explainer
 
@@ -194,3 +196,18 @@ def test_a_search_reads_the_judgements_counters_for_the_pools_own_allocations() 
     left = q.left_of(pool.parsed, after.allocated)
     assert left == counters_left(pool.parsed, after.allocated)
     assert left != results[0].lefts[id(pool.parsed)]
+
+
+def test_a_slices_devices_are_kept_for_the_taint_rules_they_were_built_with() -> None:
+    """The devices a walk meets are built once per view's slice and kept with it: a
+    caller handing the same rules as a list or a tuple reads the same ones; other
+    rules build them again (a rule taints devices)."""
+    w = world(device_class(), rslice("a", [device("gpu-0"), device("gpu-1")], node="node-a"))
+    gather = GatherIndex.build(compute_world(w))
+    first = node_pools("node-a", gather, [])[0].slices[0]
+    assert node_pools("node-a", gather, ())[0].slices[0] is first
+    rule = world(taint_rule("broken", device="gpu-1")).taint_rules
+    tainted = node_pools("node-a", gather, tuple(rule))[0].slices[0]
+    assert tainted is not first
+    assert [d.taints != () for d in tainted] == [False, True]
+    assert node_pools("node-a", gather, list(rule))[0].slices[0] is tainted

@@ -198,10 +198,13 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
         # The same devices, reach and counts for every node of the view, and at every
         # question while the slices stay: built once for the taint rules of the day.
         mine = learnt.setdefault((vi, picked, i), {})
-        kept = cast(tuple[Sequence[DeviceTaintRule], list[SearchDevice]] | None, mine.get(_DEVICES))
-        if kept is None or not (kept[0] is rules or kept[0] == rules):
+        kept = cast(
+            tuple[tuple[DeviceTaintRule, ...], list[SearchDevice]] | None, mine.get(_DEVICES)
+        )
+        # As a tuple: callers hand the world's rules as a list or a tuple alike.
+        if kept is None or not (kept[0] is rules or kept[0] == tuple(rules)):
             kept = mine[_DEVICES] = (
-                rules,
+                tuple(rules),
                 _devices(r.key, i, fs, view, targets, rules, o, refuse_skips),
             )
         out.slices.append(kept[1])
