@@ -22,7 +22,14 @@ from draview.engine.pool import PreparedPool, _by_device, _PoolComputation, _tai
 from draview.engine.rules import rules_for
 from draview.engine.summary import SummaryAcc
 from draview.engine.validate import CounterKey
-from draview.engine.verdict import Judgement, judge_again, judged_apart, overdrawn, some_judged
+from draview.engine.verdict import (
+    AllocatedState,
+    Judgement,
+    judge_again,
+    judged_apart,
+    overdrawn,
+    some_judged,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,7 @@ class _Basis:
     options: EngineOptions
     by_device: Mapping[str, list[AllocRef]]
     overdrawn: bool
+    debiting: frozenset[str]  # the devices in use whose debits `left` takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +92,10 @@ def device_statuses(
     comp = _PoolComputation(key, prepared, by_device, rules, options)
     acc = SummaryAcc()
     statuses = [comp.devices(i, acc, None) for i in range(len(prepared.current))]
-    view = _apart(comp)
-    basis = (
-        None if view is None else _Basis(prepared, rules, options, by_device, overdrawn(comp.left))
-    )
+    basis = None
+    if _apart(comp) is not None:
+        debiting = frozenset(comp.alloc.debiting(comp.in_use))
+        basis = _Basis(prepared, rules, options, by_device, overdrawn(comp.left), debiting)
     return JudgedDevices(statuses, comp.left, None, basis)
 
 
@@ -99,6 +107,39 @@ def _apart(comp: _PoolComputation) -> View | None:
         return None  # composite devices: a source in use refuses others
     view = prepared.views[0]
     return view if judged_apart(view, prepared.parsed, comp.alloc, prepared.rules) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Places:
+    """Where the devices of a pool's one view sit (slice and device index of the current
+    slices): by name, and by the counters each debits (as the pool's newest slices count
+    them)."""
+
+    by_name: Mapping[str, list[tuple[int, int]]]
+    by_counter: Mapping[CounterKey, list[tuple[int, int]]]
+
+    @classmethod
+    def of(cls, prepared: PreparedPool, view: View) -> _Places:
+        found = prepared.places.get(id(view))
+        if isinstance(found, _Places):
+            return found
+        flat, current = prepared.flat, len(prepared.current)
+        by_name: dict[str, list[tuple[int, int]]] = {}
+        for i, j in view.targets:
+            if i < current:  # else a stale slice's device: never shown
+                by_name.setdefault(flat[i].devices[j].name, []).append((i, j))
+        # A device naming a counter twice is listed twice: places are taken as a set.
+        by_counter: dict[CounterKey, list[tuple[int, int]]] = {}
+        consumption = prepared.parsed.consumption
+        for name, places in by_name.items():
+            for ckey, _ in consumption.get(name, ()):
+                found_places = by_counter.get(ckey)
+                if found_places is None:
+                    by_counter[ckey] = list(places)
+                else:
+                    found_places.extend(places)
+        made = prepared.places[id(view)] = cls(by_name, by_counter)
+        return made
 
 
 def _again(
@@ -114,36 +155,45 @@ def _again(
     change reaches every device (a counter overdrawn, or no longer)."""
     old = basis.by_device
     names = {n for n in old.keys() | by_device.keys() if old.get(n) != by_device.get(n)}
-    # Counted from scratch (a sum over the devices in use), but nothing judged yet.
-    unjudged = Judgement({}, [], set(), {}, [])
-    comp = _PoolComputation(key, prepared, by_device, rules, options, judged=unjudged)
-    left = comp.left
+    alloc = AllocatedState.for_rules((r for rs in by_device.values() for r in rs), prepared.rules)
+    debiting = frozenset(alloc.debiting(alloc.held() & by_device.keys()))
+    # What is left of each counter: the last count, with the debits of the devices that
+    # started or stopped debiting given or taken (integer nanos: exact in any order).
+    consumption = prepared.parsed.consumption
+    left = dict(before.left)
+    delta: dict[CounterKey, int] = {}
+    for name in debiting ^ basis.debiting:
+        sign = 1 if name in basis.debiting else -1
+        for ckey, q in consumption.get(name, ()):
+            if ckey in left:
+                delta[ckey] = delta.get(ckey, 0) + sign * q.nanos
+    for ckey, n in delta.items():
+        left[ckey] += n
     if overdrawn(left) != basis.overdrawn:
         return None
+    # Nothing judged yet: the verdicts of the few devices judged again are set below.
+    unjudged = Judgement({}, [], set(), {}, [])
+    comp = _PoolComputation(
+        key, prepared, by_device, rules, options, judged=unjudged, counted=(alloc, left)
+    )
     view = _apart(comp)
     if view is None:
         return None
-    moved = {k for k, n in left.items() if before.left.get(k) != n}
-    consumption = prepared.parsed.consumption
-    flat, current = prepared.flat, len(prepared.current)
-    places = []
-    for at in view.targets:
-        i, j = at
-        if i >= current:
-            continue  # a stale slice's device: never shown
-        name = flat[i].devices[j].name
-        if name in names or (moved and any(k in moved for k, _ in consumption.get(name, ()))):
-            places.append(at)
+    at = _Places.of(prepared, view)
+    picked = {p for n in names for p in at.by_name.get(n, ())}
+    for ckey, n in delta.items():
+        if n:
+            picked.update(at.by_counter.get(ckey, ()))
+    places = sorted(picked)
+    flat = prepared.flat
     verdicts = judge_again(
         view, flat, comp.alloc, comp.tainted, comp.composite.blocked, left, places, prepared.rules
     )
     # A device the view does not hand out still lists its holders.
-    shown = {flat[i].devices[j].name for i, j in places}
-    if not names <= shown:
-        for i in range(current):
-            for j, dev in enumerate(flat[i].devices):
-                if dev.name in names and dev.name not in shown:
-                    places.append((i, j))
+    unshown = {n for n in names if n not in at.by_name}
+    if unshown:
+        for i in range(len(prepared.current)):
+            places.extend((i, j) for j, d in enumerate(flat[i].devices) if d.name in unshown)
     comp.judgement = some_judged(view, flat, verdicts)
     statuses = [list(s) for s in before.statuses]
     by_slice: dict[int, list[int]] = {}
@@ -153,5 +203,5 @@ def _again(
     for i, js in by_slice.items():
         for j, status in zip(js, comp.devices(i, acc, None, js), strict=True):
             statuses[i][j] = status
-    basis = _Basis(prepared, rules, options, by_device, basis.overdrawn)
+    basis = _Basis(prepared, rules, options, by_device, basis.overdrawn, debiting)
     return JudgedDevices(statuses, left, places, basis)

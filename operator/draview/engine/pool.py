@@ -148,9 +148,13 @@ class _PoolComputation:
         options: EngineOptions,
         aborts: Aborts = NO_ABORTS,
         judged: Judgement | None = None,
+        counted: tuple[AllocatedState, dict[CounterKey, int]] | None = None,
     ) -> None:
         """`judged`: the devices' verdicts, when the caller worked them out
-        (engine/judged.py judges a few devices again); else every device is judged."""
+        (engine/judged.py judges a few devices again); else every device is judged.
+        `counted`: the allocations' state and what is left of every counter, when the
+        caller worked them out from an earlier count (engine/judged.py); the consumption
+        the status renders is then summed only when asked for."""
         self.key = key
         self.prepared = prepared
         self.flat = prepared.flat
@@ -158,30 +162,23 @@ class _PoolComputation:
         self.by_device = by_device
         self.rules = rules
         self.options = options
-        self.alloc = AllocatedState.for_rules(
-            (r for refs in by_device.values() for r in refs), prepared.rules
+        self.alloc = (
+            AllocatedState.for_rules((r for rs in by_device.values() for r in rs), prepared.rules)
+            if counted is None
+            else counted[0]
         )
         self.in_use = self.alloc.held() & by_device.keys()
-        # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
-        # zero running total takes the next item's format): a claim change re-sums every
-        # in-use device's debits, and a Quantity object per addition costs more than the sum.
-        consumed: dict[CounterKey, int] = {}
-        fmts: dict[CounterKey, Format] = {}
-        for name in sorted(self.alloc.debiting(self.in_use)):
-            for ckey, q in parsed.consumption.get(name, ()):
-                before = consumed.get(ckey)
-                if not before:
-                    fmts[ckey] = q.fmt
-                consumed[ckey] = q.nanos if before is None else before + q.nanos
-        self.consumed = consumed
-        self.consumed_fmt = fmts
+        self._consumed: tuple[dict[CounterKey, int], dict[CounterKey, Format]] | None = None
         self.composite = CompositeGraph(prepared.composite, self.in_use)
-        # What is left of every counter (as the pool's newest slices count it), computed
-        # once rather than once per device.
-        self.left = {k: q.nanos for k, q in parsed.counter_totals.items()}
-        for ckey, used in consumed.items():
-            if ckey in self.left:
-                self.left[ckey] -= used
+        if counted is None:
+            # What is left of every counter (as the pool's newest slices count it),
+            # computed once rather than once per device.
+            self.left = {k: q.nanos for k, q in parsed.counter_totals.items()}
+            for ckey, used in self.consumed.items():
+                if ckey in self.left:
+                    self.left[ckey] -= used
+        else:
+            self.left = counted[1]
         self.lefts: dict[int, Mapping[CounterKey, int]] = {}  # _left_for's, by id(parse)
         self.has_capacity = False  # some device shows capacity: overcommit is possible
         self._sets: dict[str, CounterSetStatus] | None = None
@@ -195,6 +192,33 @@ class _PoolComputation:
             prepared.rules,
         )
         self._settle_aborts(aborts)
+
+    @property
+    def consumed(self) -> dict[CounterKey, int]:
+        """What the devices in use debit of each counter, in nanos."""
+        return self._count()[0]
+
+    @property
+    def consumed_fmt(self) -> dict[CounterKey, Format]:
+        """The format of each sum in `consumed`."""
+        return self._count()[1]
+
+    def _count(self) -> tuple[dict[CounterKey, int], dict[CounterKey, Format]]:
+        # Summed as integer nanos, each with the format Quantity's Add rule gives it (a
+        # zero running total takes the next item's format): a claim change re-sums every
+        # in-use device's debits, and a Quantity object per addition costs more than the sum.
+        if self._consumed is None:
+            consumption = self.parsed.consumption
+            consumed: dict[CounterKey, int] = {}
+            fmts: dict[CounterKey, Format] = {}
+            for name in sorted(self.alloc.debiting(self.in_use)):
+                for ckey, q in consumption.get(name, ()):
+                    before = consumed.get(ckey)
+                    if not before:
+                        fmts[ckey] = q.fmt
+                    consumed[ckey] = q.nanos if before is None else before + q.nanos
+            self._consumed = consumed, fmts
+        return self._consumed
 
     @property
     def tainted(self) -> Callable[[int, int], bool] | None:
@@ -362,6 +386,9 @@ class PreparedPool:
     # The same for the current slices' devices in order, as `why` folds them
     # (explain/index.py PoolDevices.checks).
     index_checks: dict[object, bytes] = field(default_factory=dict, compare=False, repr=False)
+    # Where a device of the pool's one view sits, by name and by the counters it debits
+    # (engine/judged.py): judging a few devices again looks them up. Built once.
+    places: dict[int, object] = field(default_factory=dict, compare=False, repr=False)
 
     def serves(
         self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None, rules: Rules

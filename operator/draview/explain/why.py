@@ -353,8 +353,10 @@ class Explainer:
             part = _Fold()
             yield from self._fold(part, pool, asked)
             before = st.parts[i]
-            rest = rest or bool(
-                before.runtime_errors or before.per_node or part.runtime_errors or part.per_node
+            # The maps added up in order: only a pool whose own differ changes them.
+            rest = rest or (
+                list(before.per_node.items()) != list(part.per_node.items())
+                or list(before.runtime_errors.items()) != list(part.runtime_errors.items())
             )
             st.entries[i] = pool
             st.put(i, part, before)
