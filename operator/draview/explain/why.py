@@ -105,6 +105,27 @@ class _Fold:
     details: dict[str, str] = field(default_factory=dict)
     runtime_errors: dict[str, str] = field(default_factory=dict)
     per_node: dict[str, int] = field(default_factory=dict)  # free devices by node
+    # A pool's fold kept by a probe: what became of each device (_SKIPPED, _FREE,
+    # _ERRED, or its blocker's reason code), so that folding the pool again after a few
+    # of its devices changed reads the others back (Explainer._fold). None: not kept,
+    # or two devices of the pool share an id (their details would be mixed up).
+    codes: bytearray | None = None
+
+
+# Reason codes of a kept fold (_Fold.codes): what became of a device, or why it is
+# blocked, as an index into _REASONS past _BLOCKED. The reasons are the few dozen
+# `_blocker` and the pool checks name: they fit a byte.
+_SKIPPED, _FREE, _ERRED, _BLOCKED = 0, 1, 2, 3
+_REASONS: list[str] = []
+_REASON_CODES: dict[str, int] = {}
+
+
+def _reason_code(reason: str) -> int:
+    found = _REASON_CODES.get(reason)
+    if found is None:
+        found = _REASON_CODES[reason] = _BLOCKED + len(_REASONS)
+        _REASONS.append(reason)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +363,7 @@ class Explainer:
                 hit = kept.get(key)
                 if hit is None or hit[0] is not pool:
                     part = _Fold()
-                    yield from self._fold(part, pool, asked)
+                    yield from self._fold(part, pool, asked, hit)
                     hit = (pool, part)
                 parts.append(hit[1])
             st = self._standing[same] = _Standing.of(keys, entries, parts)
@@ -351,8 +372,8 @@ class Explainer:
         for i in changed_places(entries, st.entries):
             pool = entries[i]
             part = _Fold()
-            yield from self._fold(part, pool, asked)
             before = st.parts[i]
+            yield from self._fold(part, pool, asked, (st.entries[i], before))
             # The maps added up in order: only a pool whose own differ changes them.
             rest = rest or (
                 list(before.per_node.items()) != list(part.per_node.items())
@@ -364,8 +385,18 @@ class Explainer:
             st.add_up_the_rest()
         return st.total()
 
-    def _fold(self, out: _Fold, pool: PoolDevices, asked: _Asked) -> Steps[None]:
-        """Judge the pool's devices for the choice into `out`, in their order."""
+    def _fold(
+        self,
+        out: _Fold,
+        pool: PoolDevices,
+        asked: _Asked,
+        before: tuple[PoolDevices, _Fold] | None = None,
+    ) -> Steps[None]:
+        """Judge the pool's devices for the choice into `out`, in their order. `before`:
+        the pool's last index entry and its fold for the same choice, kept (`_kept`):
+        what became of a device that is the same object there is read back, where the
+        pool's slices and counters left are the same (a device's blocker depends on
+        nothing else of the pool)."""
         per_node = out.per_node
         match = self.cel.matcher(asked.selectors, asked.lists)
         choice, node, labels = asked.choice, asked.node, asked.labels
@@ -376,9 +407,46 @@ class Explainer:
         checks, key = pool.checks, (asked.selectors, asked.lists)
         known = checks.get(key) if checks is not None else None
         learnt = bytearray(len(pool.devices)) if checks is not None and known is None else None
+        codes = out.codes = bytearray(len(pool.devices)) if self._standing is not None else None
+        old: Sequence[IndexedDevice] = ()
+        old_codes = bytearray()
+        old_fold = _Fold()
+        if (
+            before is not None
+            and before[1].codes is not None
+            and known is not None
+            and before[0].checks is checks
+            and len(before[0].devices) == len(pool.devices)
+            and (before[0].remaining is pool.remaining or before[0].remaining == pool.remaining)
+        ):
+            old, old_codes, old_fold = before[0].devices, before[1].codes, before[1]
+        detailed = erred = 0  # to tell whether two devices share an id
         for i, d in enumerate(pool.devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
+            if old and d is old[i]:
+                code = old_codes[i]
+                if codes is not None:
+                    codes[i] = code
+                if code == _SKIPPED:
+                    continue
+                name = d.id
+                if code == _ERRED:
+                    out.runtime_errors[name] = old_fold.runtime_errors[name]
+                    erred += 1
+                    continue
+                out.matched += 1
+                if code == _FREE:
+                    out.free.append(name)
+                    where = d.device.node_name or d.slice.node_name or NETWORK
+                    per_node[where] = per_node.get(where, 0) + 1
+                    continue
+                out.blocked.setdefault(_REASONS[code - _BLOCKED], []).append(name)
+                detail = old_fold.details.get(name)
+                if detail is not None:
+                    out.details[name] = detail
+                    detailed += 1
+                continue
             result: EvalResult
             seen = _ASK if known is None else known[i]
             if seen == _MATCHES:
@@ -395,9 +463,14 @@ class Explainer:
                     out.matched += 1
                     reason = "PoolIncomplete" if not d.pool_complete else "PoolInvalid"
                     out.blocked.setdefault(reason, []).append(d.id)
+                    if codes is not None:
+                        codes[i] = _reason_code(reason)
                 continue
             if isinstance(result, CelRuntimeError):
                 out.runtime_errors[d.id] = str(result)
+                erred += 1
+                if codes is not None:
+                    codes[i] = _ERRED
                 continue
             if not result:
                 continue
@@ -408,11 +481,18 @@ class Explainer:
                 out.free.append(name)
                 where = d.device.node_name or d.slice.node_name or NETWORK
                 per_node[where] = per_node.get(where, 0) + 1
+                if codes is not None:
+                    codes[i] = _FREE
             else:
                 out.blocked.setdefault(blocker[0], []).append(name)
                 out.details[name] = blocker[1]
+                detailed += 1
+                if codes is not None:
+                    codes[i] = _reason_code(blocker[0])
         if learnt is not None and checks is not None:
             checks[key] = bytes(learnt)
+        if detailed != len(out.details) or erred != len(out.runtime_errors):
+            out.codes = None  # two devices share an id: not read back
 
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
         """Forget the folds of pools not among `keys`."""
