@@ -112,11 +112,10 @@ def _apart(comp: _PoolComputation) -> View | None:
 @dataclass(frozen=True, slots=True)
 class _Places:
     """Where the devices of a pool's one view sit (slice and device index of the current
-    slices): by name, and by the counters each debits (as the pool's newest slices count
-    them)."""
+    slices): by name, and by the counter sets each consumes from."""
 
     by_name: Mapping[str, list[tuple[int, int]]]
-    by_counter: Mapping[CounterKey, list[tuple[int, int]]]
+    by_set: Mapping[str, list[tuple[int, int]]]
 
     @classmethod
     def of(cls, prepared: PreparedPool, view: View) -> _Places:
@@ -125,20 +124,20 @@ class _Places:
             return found
         flat, current = prepared.flat, len(prepared.current)
         by_name: dict[str, list[tuple[int, int]]] = {}
-        for i, j in view.targets:
-            if i < current:  # else a stale slice's device: never shown
-                by_name.setdefault(flat[i].devices[j].name, []).append((i, j))
-        # A device naming a counter twice is listed twice: places are taken as a set.
-        by_counter: dict[CounterKey, list[tuple[int, int]]] = {}
-        consumption = prepared.parsed.consumption
-        for name, places in by_name.items():
-            for ckey, _ in consumption.get(name, ()):
-                found_places = by_counter.get(ckey)
-                if found_places is None:
-                    by_counter[ckey] = list(places)
+        by_set: dict[str, list[tuple[int, int]]] = {}
+        for at in view.targets:
+            i, j = at
+            if i >= current:
+                continue  # a stale slice's device: never shown
+            dev = flat[i].devices[j]
+            by_name.setdefault(dev.name, []).append(at)
+            for cc in dev.consumes_counters:
+                places = by_set.get(cc.counter_set)
+                if places is None:
+                    by_set[cc.counter_set] = [at]
                 else:
-                    found_places.extend(places)
-        made = prepared.places[id(view)] = cls(by_name, by_counter)
+                    places.append(at)
+        made = prepared.places[id(view)] = cls(by_name, by_set)
         return made
 
 
@@ -181,9 +180,11 @@ def _again(
         return None
     at = _Places.of(prepared, view)
     picked = {p for n in names for p in at.by_name.get(n, ())}
-    for ckey, n in delta.items():
-        if n:
-            picked.update(at.by_counter.get(ckey, ()))
+    # Pools judged apart count their counters as a whole (not per slice), so a
+    # counter's set is the one its devices name: every device of a set a counter
+    # moved in is judged again, those debiting that counter among them.
+    for name in {ckey[0] for ckey, n in delta.items() if n}:
+        picked.update(at.by_set.get(name, ()))
     places = sorted(picked)
     flat = prepared.flat
     verdicts = judge_again(
