@@ -109,36 +109,27 @@ def _apart(comp: _PoolComputation) -> View | None:
     return view if judged_apart(view, prepared.parsed, comp.alloc, prepared.rules) else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Places:
-    """Where the devices of a pool's one view sit (slice and device index of the current
-    slices): by name, and by the counter sets each consumes from."""
-
-    by_name: Mapping[str, list[tuple[int, int]]]
-    by_set: Mapping[str, list[tuple[int, int]]]
-
-    @classmethod
-    def of(cls, prepared: PreparedPool, view: View) -> _Places:
-        found = prepared.places.get(id(view))
-        if isinstance(found, _Places):
-            return found
-        flat, current = prepared.flat, len(prepared.current)
-        by_name: dict[str, list[tuple[int, int]]] = {}
-        by_set: dict[str, list[tuple[int, int]]] = {}
-        for at in view.targets:
-            i, j = at
-            if i >= current:
-                continue  # a stale slice's device: never shown
-            dev = flat[i].devices[j]
-            by_name.setdefault(dev.name, []).append(at)
-            for cc in dev.consumes_counters:
-                places = by_set.get(cc.counter_set)
-                if places is None:
-                    by_set[cc.counter_set] = [at]
-                else:
-                    places.append(at)
-        made = prepared.places[id(view)] = cls(by_name, by_set)
-        return made
+def _by_set(prepared: PreparedPool, view: View) -> Mapping[str, list[tuple[int, int]]]:
+    """Where the devices of the pool's one view that consume from each counter set sit
+    (slice and device index of the current slices): built once per prepared pool, about
+    a pointer per device."""
+    found = prepared.by_set.get(id(view))
+    if found is not None:
+        return found
+    flat, current = prepared.flat, len(prepared.current)
+    by_set: dict[str, list[tuple[int, int]]] = {}
+    for at in view.targets:
+        i, j = at
+        if i >= current:
+            continue  # a stale slice's device: never shown
+        for cc in flat[i].devices[j].consumes_counters:
+            places = by_set.get(cc.counter_set)
+            if places is None:
+                by_set[cc.counter_set] = [at]
+            else:
+                places.append(at)
+    prepared.by_set[id(view)] = by_set
+    return by_set
 
 
 def _again(
@@ -178,23 +169,29 @@ def _again(
     view = _apart(comp)
     if view is None:
         return None
-    at = _Places.of(prepared, view)
-    picked = {p for n in names for p in at.by_name.get(n, ())}
+    flat, current = prepared.flat, len(prepared.current)
+    picked = {
+        at for at in view.targets if at[0] < current and flat[at[0]].devices[at[1]].name in names
+    }
     # Pools judged apart count their counters as a whole (not per slice), so a
     # counter's set is the one its devices name: every device of a set a counter
     # moved in is judged again, those debiting that counter among them.
-    for name in {ckey[0] for ckey, n in delta.items() if n}:
-        picked.update(at.by_set.get(name, ()))
+    moved = {ckey[0] for ckey, n in delta.items() if n}
+    if moved:
+        by_set = _by_set(prepared, view)
+        for name in moved:
+            picked.update(by_set.get(name, ()))
     places = sorted(picked)
-    flat = prepared.flat
     verdicts = judge_again(
         view, flat, comp.alloc, comp.tainted, comp.composite.blocked, left, places, prepared.rules
     )
     # A device the view does not hand out still lists its holders.
-    unshown = {n for n in names if n not in at.by_name}
-    if unshown:
-        for i in range(len(prepared.current)):
-            places.extend((i, j) for j, d in enumerate(flat[i].devices) if d.name in unshown)
+    shown = {flat[i].devices[j].name for i, j in places}
+    if not names <= shown:
+        for i in range(current):
+            for j, dev in enumerate(flat[i].devices):
+                if dev.name in names and dev.name not in shown:
+                    places.append((i, j))
     comp.judgement = some_judged(view, flat, verdicts)
     statuses = [list(s) for s in before.statuses]
     by_slice: dict[int, list[int]] = {}

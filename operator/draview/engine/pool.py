@@ -386,9 +386,11 @@ class PreparedPool:
     # The same for the current slices' devices in order, as `why` folds them
     # (explain/index.py PoolDevices.checks).
     index_checks: dict[object, bytes] = field(default_factory=dict, compare=False, repr=False)
-    # Where a device of the pool's one view sits, by name and by the counters it debits
-    # (engine/judged.py): judging a few devices again looks them up. Built once.
-    places: dict[int, object] = field(default_factory=dict, compare=False, repr=False)
+    # Per view (by id), where the devices consuming from each counter set sit
+    # (engine/judged.py): judging the devices a claim change touches looks them up.
+    by_set: dict[int, dict[str, list[tuple[int, int]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def serves(
         self, slices: Sequence[ResourceSlice], nodes: Sequence[NodeInfo] | None, rules: Rules
