@@ -10,9 +10,12 @@ import pytest
 from builders import DRIVER, device, device_class, rslice
 from builders import claim as allocated
 from prometheus_client import REGISTRY
-from test_controller_batches import controller
+from test_controller_batches import RecordingWriter, controller
 
 from draview.api.probes import ProbeSpec
+from draview.controller.core import Controller, Settings
+from draview.engine.model import EngineOptions
+from draview.engine.profile import make_profile
 
 NIC = "nic.example.com"
 
@@ -193,12 +196,18 @@ async def test_an_asking_that_fails_leaves_the_next_to_gather_every_pool(
     assert (again.copies, again.status) == (2, first.status)
 
 
+@pytest.mark.parametrize("release", ["1.34", "1.37"])
 @pytest.mark.parametrize("seed", range(4))
-async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(seed: int) -> None:
-    """Claims taken and given back, pools gone and back: the probe that patches what it
-    gathered at each asking answers as one asked for the first time."""
+async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
+    seed: int, release: str
+) -> None:
+    """Claims taken and given back, pools gone and back, a pool's slice replaced: the
+    probe that patches what it gathered at each asking answers as one asked for the
+    first time. 1.34 judges the world again from its slices to explain the next copy."""
     rng = random.Random(seed)
-    ctl, _ = controller()
+    engine = EngineOptions(profile=make_profile(release, {}))
+    ctl = Controller(RecordingWriter(), Settings(claim_events=False, engine=engine))
+    ctl.leader = True
     ctl.ingest.class_event("ADDED", device_class())
     slices = {
         name: rslice(name, [device(f"{name}{i}") for i in range(3)], pool=name, node=f"n-{name}")
@@ -223,6 +232,16 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(seed: 
         elif action < 0.3 and pool in gone:
             ctl.ingest.slice_event("ADDED", slices[pool])
             gone.discard(pool)
+        elif action < 0.4 and pool not in gone:
+            # The pool's slice replaced: a device more or less, on another node.
+            count = rng.randint(1, 4)
+            slices[pool] = rslice(
+                pool,
+                [device(f"{pool}{i}") for i in range(count)],
+                pool=pool,
+                node=f"n-{pool}-{step}",
+            )
+            ctl.ingest.slice_event("MODIFIED", slices[pool])
         elif held and action < 0.6:
             name = rng.choice(sorted(held))
             obj = held.pop(name)

@@ -140,6 +140,10 @@ class _Gathered:
     results: list[PoolResult | Callable[[], PoolResult]]
     slices: list[list[ResourceSlice]]
     allocations: dict[PoolKey, list[AllocRef]]
+    # Every pool's slices in one list, as the world fit is asked in holds them: made
+    # again only when some pool's slices changed (a claim change leaves them), never
+    # changed in place (the worker thread reads it).
+    _flat: list[ResourceSlice] | None = None
 
     @classmethod
     def of(cls, judged: Mapping[PoolKey, _Asked]) -> _Gathered:
@@ -154,8 +158,15 @@ class _Gathered:
     def put(self, key: PoolKey, asked: _Asked) -> None:
         """The pool (in its place) as asked now."""
         i = self.at[key]
+        if asked.slices != self.slices[i]:  # the same objects, found in C, but for a change
+            self._flat = None
         self.results[i], self.slices[i] = asked.result, asked.slices
         self.allocations[key] = asked.allocations
+
+    def all_slices(self) -> list[ResourceSlice]:
+        if self._flat is None:
+            self._flat = list(chain.from_iterable(self.slices))
+        return self._flat
 
 
 class CapacityProbes:
@@ -366,7 +377,7 @@ class CapacityProbes:
             return failed(p.error, profile)
         rec = self.reconciler
         fresh, gathered = self._gather(p)
-        world = rec.world(list(chain.from_iterable(gathered.slices)), self._classes)
+        world = rec.world(gathered.all_slices(), self._classes)
         began = time.perf_counter()
         try:
             found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
