@@ -94,8 +94,8 @@ class _Probe:
     judged: dict[PoolKey, _Asked] = field(default_factory=dict)
     gathered: _Gathered | None = None
     memo: FitMemo = field(default_factory=FitMemo)
-    # The pools that count, sorted, and the set they were sorted from.
-    _sorted: tuple[set[PoolKey], list[PoolKey]] = field(default_factory=lambda: (set(), []))
+    # The pools that count, sorted; None: sorted again when next asked for.
+    _sorted: list[PoolKey] | None = None
     # `judged` was gathered for that list of pools; those judged or gone since.
     asked_for: list[PoolKey] | None = None
     stale: set[PoolKey] = field(default_factory=set)
@@ -103,6 +103,7 @@ class _Probe:
     def forget(self) -> None:
         self.seen.clear()
         self.pools.clear()
+        self._sorted = None
         self.judged.clear()
         self.gathered = None
         self.memo.clear()
@@ -111,10 +112,21 @@ class _Probe:
         self.due = True
 
     def counted(self) -> list[PoolKey]:
-        """The pools that count, sorted (again only when they changed)."""
-        if self._sorted[0] != self.pools:
-            self._sorted = (set(self.pools), sorted(self.pools))
-        return self._sorted[1]
+        """The pools that count, sorted (again only when they changed): the same list
+        while they are the same."""
+        if self._sorted is None:
+            self._sorted = sorted(self.pools)
+        return self._sorted
+
+    def counts(self, key: PoolKey, now: bool) -> None:
+        """Whether the pool counts now."""
+        if now == (key in self.pools):
+            return
+        self._sorted = None
+        if now:
+            self.pools.add(key)
+        else:
+            self.pools.discard(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +365,7 @@ class CapacityProbes:
         was = key in p.pools
         if not slices or result is None:
             p.seen.pop(key, None)
-            p.pools.discard(key)
+            p.counts(key, False)
             return was
         signature = pool_signature(slices)
         seen = p.seen.get(key)
@@ -364,9 +376,9 @@ class CapacityProbes:
             p.seen[key] = (signature, counts)
         # A pool some node's allocator aborts on counts whatever it holds.
         if counts or result.errors.allocator:
-            p.pools.add(key)
+            p.counts(key, True)
             return True
-        p.pools.discard(key)
+        p.counts(key, False)
         return was
 
     async def _ask(self, p: _Probe) -> Answer:
