@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from builders import DRIVER, device, device_class, rslice
+from builders import DRIVER, counter_pool, device, device_class, rslice
 from builders import claim as allocated
 from prometheus_client import REGISTRY
 from test_controller_batches import RecordingWriter, controller
@@ -99,6 +99,34 @@ async def test_a_probe_asked_again_searches_only_the_node_whose_pool_changed() -
     await cap._mark_due()
     back = await cap._ask(probe)
     assert (back.copies, back.status) == (4, first.status)
+
+
+async def test_the_first_node_moves_on_when_its_pool_fills_and_back_when_it_frees() -> None:
+    """The node the first copy goes to, kept as groups are placed again: when that
+    node's pool fills (its second device still free, but its counter spent), the next
+    node in order takes the first copy; freed, it is first again."""
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    for name in "abc":
+        whole = {"gpu": {"mem": "1"}}
+        devices = [device(f"{name}{i}", counters=whole) for i in range(2)]
+        for obj in counter_pool(
+            name, devices, {"gpu": {"mem": "1"}}, pool=name, node=f"node-{name}"
+        ):
+            ctl.ingest.slice_event("ADDED", obj)
+    ctl.reconciler.compute([(DRIVER, name) for name in "abc"])
+    cap = ctl.capacity
+    cap.define({"one": ProbeSpec("one", "ns/cm:k", claim=claim())}, [], {})
+    await cap._mark_due()
+    probe = cap.probes["one"]
+    assert (await cap._ask(probe)).status["firstNode"] == "node-a"
+    taken = {"request": "gpu", "driver": DRIVER, "pool": "a", "device": "a0"}
+    for event, first in (("ADDED", "node-b"), ("DELETED", "node-a")):
+        ctl.ingest.claim_event(event, allocated("c", taken))
+        ctl.reconciler.compute([(DRIVER, "a")])
+        await cap._mark_due()
+        assert (await cap._ask(probe)).status["firstNode"] == first
+        assert probe.memo.reused
 
 
 async def test_a_probe_takes_the_batchs_judgement_while_it_is_the_latest() -> None:

@@ -463,11 +463,14 @@ def _placed_standing(q: Question, workload: Workload, board: Board) -> tuple[int
     if not board.groups:
         return 0, None, UNALLOCATABLE
     stop = board.stop()
-    placed = sum(board.lengths[: stop + 1])
-    key = min(board.firsts[: stop + 1])
+    if stop == len(board.groups) - 1:  # the copies end in no group before the last
+        placed, at = board.lengths_sum, board.least_first()
+    else:
+        placed = sum(board.lengths[: stop + 1])
+        at = board.firsts.index(min(board.firsts[: stop + 1]))
     first = None
-    if key != NO_FIRST:
-        first = board.placements[board.firsts.index(key)][None].path[0]
+    if board.firsts[at] != NO_FIRST:
+        first = board.placements[at][None].path[0]
     return placed, first, board.placements[stop][None].why
 
 

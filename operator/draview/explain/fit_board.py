@@ -63,6 +63,8 @@ class Board:
     # Without a count: each group's placement summed up, patched as groups change.
     firsts: list[str] = field(default_factory=list)  # first_key of its path
     lengths: list[int] = field(default_factory=list)
+    lengths_sum: int = 0
+    _least: int | None = None  # the group whose first key is least (None: to find)
     odd: set[int] = field(default_factory=set)  # ended otherwise than unallocatable
     unplaced: set[int] = field(default_factory=set)  # to place again
     placed: dict[PoolKey, list[AllocRef]] = field(default_factory=dict)  # the copies'
@@ -187,8 +189,18 @@ class Board:
         self._unplace(i)
         self.placements[i][None] = placement
         self.unplaced.discard(i)
+        self.lengths_sum += len(placement.path) - self.lengths[i]
         self.lengths[i] = len(placement.path)
-        self.firsts[i] = first_key(placement.path[0][0]) if placement.path else NO_FIRST
+        old, new = self.firsts[i], first_key(placement.path[0][0]) if placement.path else NO_FIRST
+        least = self._least
+        if least == i:
+            if new > old:
+                self._least = None  # another group's may be less now
+        elif least is not None:
+            held = self.firsts[least]
+            if new < held or (new == held and i < least):
+                self._least = i
+        self.firsts[i] = new
         if placement.why == UNALLOCATABLE:
             self.odd.discard(i)
         else:
@@ -199,6 +211,14 @@ class Board:
                 self.mixed = True
             self.placed[key] = mine
             self.moved.add(key)
+
+    def least_first(self) -> int:
+        """The group whose placement's first copy comes first (first_key; the first
+        group of those that place none when none does), kept as groups are placed: a
+        probe reads it at each asking."""
+        if self._least is None:
+            self._least = self.firsts.index(min(self.firsts))
+        return self._least
 
     def _unplace(self, i: int) -> None:
         """Take group i's copies out of `placed`."""
