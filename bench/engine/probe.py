@@ -142,13 +142,14 @@ async def _per_touched_pool(
 ) -> dict[str, Any]:
     """What an update costs per pool it must look at again, apart from what every
     asking costs: claims in 1, 2, 4 and 8 pools changed before one asking (each freed,
-    then taken back), medians of 12 rounds; the slope from 1 to 8 pools, and what is
-    left at none."""
-    medians: dict[int, float] = {}
+    then taken back), the four in turn in each of 12 rounds so that the host's speed
+    drifting over the run weighs on each alike. Per pool: the median over the rounds'
+    askings of (8 pools less 1 pool) / 7; what is left at none: the median at one pool
+    less that."""
+    times: dict[int, list[float]] = {k: [] for k in TOUCHED}
     step = 0
-    for k in TOUCHED:
-        times: list[float] = []
-        for _ in range(ROUNDS):
+    for _ in range(ROUNDS):
+        for k in TOUCHED:
             chosen = [claims[(step * 31 + i * 1009) % len(claims)] for i in range(k)]
             step += 1
             for event in ("DELETED", "ADDED"):
@@ -163,15 +164,21 @@ async def _per_touched_pool(
                 probe.due = False
                 probe.answer = await cap._ask(probe)
                 cap._export(PROBE, probe)
-                times.append(time.process_time() - start)
-        times.sort()
-        medians[k] = times[len(times) // 2]
-    per_pool = (medians[TOUCHED[-1]] - medians[TOUCHED[0]]) / (TOUCHED[-1] - TOUCHED[0])
+                times[k].append(time.process_time() - start)
+    low, high = TOUCHED[0], TOUCHED[-1]
+    per_pool = _median(
+        [(b - a) / (high - low) for a, b in zip(times[low], times[high], strict=True)]
+    )
     return {
-        "update_by_touched_pools_ms": {k: round(1000 * v, 2) for k, v in medians.items()},
+        "update_by_touched_pools_ms": {k: round(1000 * _median(v), 2) for k, v in times.items()},
         "update_per_touched_pool_ms": round(1000 * per_pool, 2),
-        "update_each_asking_ms": round(1000 * (medians[TOUCHED[0]] - per_pool), 2),
+        "update_each_asking_ms": round(1000 * (_median(times[low]) - per_pool), 2),
     }
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def _time_fit() -> list[float]:
