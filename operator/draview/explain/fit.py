@@ -234,7 +234,7 @@ def _answer(
     # A question asked once is worked out as one asked again with nothing kept.
     kept = memo is not None and not workload.shared
     if memo is None or not kept:
-        memo = FitMemo(cel=cel)  # copies that share a claim: one group, asked anew
+        memo = FitMemo(cel=cel, once=True)  # copies that share a claim: one group, anew
     key = (workload, opts, count, budget, tuple(world.classes), tuple(world.taint_rules), id(cel))
     q = memo.renewed(key, results, base)
     if q is None:

@@ -58,6 +58,7 @@ class FitMemo:
     nodes: list[NodeName] | None = None  # tried at the last asking
     groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
     gone: bool = False  # some pool asked about last time is not now
+    once: bool = False  # asked once (fit without a memo): nothing kept is read again
 
     @property
     def reused(self) -> bool:
@@ -183,7 +184,7 @@ class FitMemo:
 
     def explainer(self, cel: CelEngine) -> Explainer:
         if self._explainer is None or self._explainer.cel is not cel:
-            self._explainer = Explainer(cel, keep_folds=True)
+            self._explainer = Explainer(cel, keep_folds=True, read_back=not self.once)
         return self._explainer
 
     def settle(self, q: Question, results: Sequence[PoolResult]) -> None:

@@ -226,12 +226,18 @@ class Explainer:
     """Reusable across claims and batches: CEL programs and per-device results are cached.
     `keep_folds`: keep each pool's fold per request choice, keyed by the index entry it
     came from, so that explaining again after a few pools were indexed again walks only
-    those (fit's FitMemo)."""
+    those (fit's FitMemo); `read_back`: and what became of each device, so that a pool
+    folded again reads back the devices that did not change."""
 
-    def __init__(self, cel: CelEngine | None = None, keep_folds: bool = False) -> None:
+    def __init__(
+        self, cel: CelEngine | None = None, keep_folds: bool = False, read_back: bool = True
+    ) -> None:
         self.cel = cel or CelEngine()
         # Per request choice (by what a fold depends on but the devices): every pool's fold.
         self._standing: dict[object, _Standing] | None = {} if keep_folds else None
+        # Kept folds note what became of each device, to be read back when their pool
+        # is folded again; not for a question asked once (`fit` without a memo).
+        self._codes = keep_folds and read_back
 
     # -- one device --------------------------------------------------------------------
     def _blocker(
@@ -407,7 +413,7 @@ class Explainer:
         checks, key = pool.checks, (asked.selectors, asked.lists)
         known = checks.get(key) if checks is not None else None
         learnt = bytearray(len(pool.devices)) if checks is not None and known is None else None
-        codes = out.codes = bytearray(len(pool.devices)) if self._standing is not None else None
+        codes = out.codes = bytearray(len(pool.devices)) if self._codes else None
         old: Sequence[IndexedDevice] = ()
         old_codes = bytearray()
         old_fold = _Fold()
