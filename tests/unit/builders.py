@@ -6,6 +6,9 @@ import random
 from typing import Any
 
 from draview.api.world import World, build_world
+from draview.engine.model import EngineOptions
+from draview.engine.pool import PoolResult
+from draview.engine.world import compute_world
 
 DRIVER = "gpu.example.com"
 
@@ -180,3 +183,20 @@ def random_counter_pool(rng: random.Random) -> list[dict[str, Any]]:
 
 def world(*objects: dict[str, Any]) -> World:
     return build_world(objects)
+
+
+def judged_counter_pool(
+    rng: random.Random, opts: EngineOptions, *objects: dict[str, Any]
+) -> tuple[World, PoolResult, list[str], set[str]]:
+    """random_counter_pool judged in a world with `objects`: the world, the pool's
+    result, its current devices' names, and those of them that are shareable."""
+    w = world(*objects, *random_counter_pool(rng))
+    r = compute_world(w, opts)[0]
+    assert r.prepared is not None
+    devices = [d for fs in r.prepared.current for d in fs.devices]
+    return (
+        w,
+        r,
+        [d.name for d in devices],
+        {d.name for d in devices if d.allow_multiple_allocations},
+    )

@@ -10,12 +10,11 @@ import random
 from typing import Any
 
 import pytest
-from builders import random_counter_pool, world
+from builders import judged_counter_pool
 
 from draview.engine.judged import JudgedDevices, device_statuses
 from draview.engine.model import AllocRef, EngineOptions
 from draview.engine.profile import make_profile
-from draview.engine.world import compute_world
 from draview.explain.index import index_judged
 
 RELEASES = ["1.35", "1.36", "1.37"]
@@ -44,14 +43,8 @@ def test_judged_again_is_judged_whole(release: str) -> None:
     rng = random.Random(f"judged-{release}")
     incremental = 0
     for _ in range(60):
-        objects = random_counter_pool(rng)
-        results = compute_world(world(*objects), opts)
-        r = results[0]
+        _, r, names, shareable = judged_counter_pool(rng, opts)
         assert r.prepared is not None
-        names = [d.name for fs in r.prepared.current for d in fs.devices]
-        shareable = {
-            d.name for fs in r.prepared.current for d in fs.devices if d.allow_multiple_allocations
-        }
         before = device_statuses(r.key, r.prepared, _allocations(rng, names, shareable), (), opts)
         last = index_judged(r, before)
         for _ in range(6):

@@ -10,13 +10,12 @@ import random
 from typing import Any
 
 import pytest
-from builders import random_counter_pool, world
+from builders import judged_counter_pool
 
 from draview.api.claims import ResourceClaim
 from draview.engine.judged import device_statuses
 from draview.engine.model import AllocRef, EngineOptions
 from draview.engine.profile import make_profile
-from draview.engine.world import compute_world
 from draview.explain import DeviceIndex, Explainer
 from draview.explain.index import PoolDevices, index_judged
 
@@ -85,13 +84,8 @@ def test_kept_folds_explain_as_fresh_ones(release: str) -> None:
     rng = random.Random(f"why-kept-{release}")
     read_back = 0
     for _ in range(40):
-        w = world(CLASS, *random_counter_pool(rng))
-        r = compute_world(w, opts)[0]
+        w, r, names, shareable = judged_counter_pool(rng, opts, CLASS)
         assert r.prepared is not None
-        names = [d.name for fs in r.prepared.current for d in fs.devices]
-        shareable = {
-            d.name for fs in r.prepared.current for d in fs.devices if d.allow_multiple_allocations
-        }
         claims = [_claim(rng) for _ in range(2)]
         kept = Explainer(keep_folds=True)
         refs: list[AllocRef] = []
