@@ -147,18 +147,7 @@ def _again(
     names = {n for n in old.keys() | by_device.keys() if old.get(n) != by_device.get(n)}
     alloc = AllocatedState.for_rules((r for rs in by_device.values() for r in rs), prepared.rules)
     debiting = frozenset(alloc.debiting(alloc.held() & by_device.keys()))
-    # What is left of each counter: the last count, with the debits of the devices that
-    # started or stopped debiting given or taken (integer nanos: exact in any order).
-    consumption = prepared.parsed.consumption
-    left = dict(before.left)
-    delta: dict[CounterKey, int] = {}
-    for name in debiting ^ basis.debiting:
-        sign = 1 if name in basis.debiting else -1
-        for ckey, q in consumption.get(name, ()):
-            if ckey in left:
-                delta[ckey] = delta.get(ckey, 0) + sign * q.nanos
-    for ckey, n in delta.items():
-        left[ckey] += n
+    left, moved = _counted_again(prepared, before.left, basis.debiting, debiting)
     if overdrawn(left) != basis.overdrawn:
         return None
     # Nothing judged yet: the verdicts of the few devices judged again are set below.
@@ -169,30 +158,13 @@ def _again(
     view = _apart(comp)
     if view is None:
         return None
-    flat, current = prepared.flat, len(prepared.current)
-    picked = {
-        at for at in view.targets if at[0] < current and flat[at[0]].devices[at[1]].name in names
-    }
-    # Pools judged apart count their counters as a whole (not per slice), so a
-    # counter's set is the one its devices name: every device of a set a counter
-    # moved in is judged again, those debiting that counter among them.
-    moved = {ckey[0] for ckey, n in delta.items() if n}
-    if moved:
-        by_set = _by_set(prepared, view)
-        for name in moved:
-            picked.update(by_set.get(name, ()))
-    places = sorted(picked)
+    places, unshown = _touched(prepared, view, names, moved)
+    flat = prepared.flat
     verdicts = judge_again(
         view, flat, comp.alloc, comp.tainted, comp.composite.blocked, left, places, prepared.rules
     )
-    # A device the view does not hand out still lists its holders.
-    shown = {flat[i].devices[j].name for i, j in places}
-    if not names <= shown:
-        for i in range(current):
-            for j, dev in enumerate(flat[i].devices):
-                if dev.name in names and dev.name not in shown:
-                    places.append((i, j))
     comp.judgement = some_judged(view, flat, verdicts)
+    places.extend(unshown)  # rendered, not judged: the view does not hand them out
     statuses = [list(s) for s in before.statuses]
     by_slice: dict[int, list[int]] = {}
     for i, j in places:
@@ -203,3 +175,54 @@ def _again(
             statuses[i][j] = status
     basis = _Basis(prepared, rules, options, by_device, basis.overdrawn, debiting)
     return JudgedDevices(statuses, left, places, basis)
+
+
+def _counted_again(
+    prepared: PreparedPool,
+    left_before: Mapping[CounterKey, int],
+    debiting_before: frozenset[str],
+    debiting: frozenset[str],
+) -> tuple[dict[CounterKey, int], set[str]]:
+    """What is left of each counter: the last count, with the debits of the devices that
+    started or stopped debiting given or taken (integer nanos: exact in any order); and
+    the counter sets whose remainder moved."""
+    consumption = prepared.parsed.consumption
+    left = dict(left_before)
+    delta: dict[CounterKey, int] = {}
+    for name in debiting ^ debiting_before:
+        sign = 1 if name in debiting_before else -1
+        for ckey, q in consumption.get(name, ()):
+            if ckey in left:
+                delta[ckey] = delta.get(ckey, 0) + sign * q.nanos
+    for ckey, n in delta.items():
+        left[ckey] += n
+    return left, {ckey[0] for ckey, n in delta.items() if n}
+
+
+def _touched(
+    prepared: PreparedPool, view: View, names: set[str], moved: set[str]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The devices to judge again (slice and device index): those of the view named in
+    `names` (their holders changed) and those of the counter sets in `moved`; and apart,
+    the current devices the view does not hand out that are named there (a status still
+    lists its holders)."""
+    flat, current = prepared.flat, len(prepared.current)
+    picked = {
+        at for at in view.targets if at[0] < current and flat[at[0]].devices[at[1]].name in names
+    }
+    # Pools judged apart count their counters as a whole (not per slice), so a
+    # counter's set is the one its devices name: every device of a set a counter
+    # moved in is judged again, those debiting that counter among them.
+    if moved:
+        by_set = _by_set(prepared, view)
+        for name in moved:
+            picked.update(by_set.get(name, ()))
+    places = sorted(picked)
+    unshown: list[tuple[int, int]] = []
+    shown = {flat[i].devices[j].name for i, j in places}
+    if not names <= shown:
+        for i in range(current):
+            for j, dev in enumerate(flat[i].devices):
+                if dev.name in names and dev.name not in shown:
+                    unshown.append((i, j))
+    return places, unshown

@@ -128,6 +128,25 @@ def _reason_code(reason: str) -> int:
     return found
 
 
+def _readable(
+    before: tuple[PoolDevices, _Fold] | None, pool: PoolDevices, checks_known: bool
+) -> tuple[Sequence[IndexedDevice], bytearray, _Fold]:
+    """The last index entry's devices, codes and fold of a pool folded again, when what
+    became of its devices can be read back: the same slices (and their selector answers
+    known), as many devices, and the same counters left; else nothing to read."""
+    if before is None or not checks_known:
+        return (), bytearray(), _Fold()
+    entry, fold = before
+    if (
+        fold.codes is None
+        or entry.checks is not pool.checks
+        or len(entry.devices) != len(pool.devices)
+        or not (entry.remaining is pool.remaining or entry.remaining == pool.remaining)
+    ):
+        return (), bytearray(), _Fold()
+    return entry.devices, fold.codes, fold
+
+
 @dataclass(frozen=True, slots=True)
 class _Total:
     """The folds of all pools for one request choice, added up (device lists joined)."""
@@ -414,19 +433,10 @@ class Explainer:
         known = checks.get(key) if checks is not None else None
         learnt = bytearray(len(pool.devices)) if checks is not None and known is None else None
         codes = out.codes = bytearray(len(pool.devices)) if self._codes else None
-        old: Sequence[IndexedDevice] = ()
-        old_codes = bytearray()
-        old_fold = _Fold()
-        if (
-            before is not None
-            and before[1].codes is not None
-            and known is not None
-            and before[0].checks is checks
-            and len(before[0].devices) == len(pool.devices)
-            and (before[0].remaining is pool.remaining or before[0].remaining == pool.remaining)
-        ):
-            old, old_codes, old_fold = before[0].devices, before[1].codes, before[1]
+        old, old_codes, old_fold = _readable(before, pool, known is not None)
         detailed = erred = 0  # to tell whether two devices share an id
+        # One loop, both ways inlined: it runs for every device of the world in a
+        # question asked anew.
         for i, d in enumerate(pool.devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
