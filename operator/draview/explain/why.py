@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,11 +121,18 @@ _REASONS: list[str] = []
 _REASON_CODES: dict[str, int] = {}
 
 
+_REASONS_LOCK = threading.Lock()  # probes and reviews fold in worker threads
+
+
 def _reason_code(reason: str) -> int:
     found = _REASON_CODES.get(reason)
     if found is None:
-        found = _REASON_CODES[reason] = _BLOCKED + len(_REASONS)
-        _REASONS.append(reason)
+        with _REASONS_LOCK:
+            found = _REASON_CODES.get(reason)
+            if found is None:
+                # Listed before its code is handed out: a code read back always names it.
+                _REASONS.append(reason)
+                found = _REASON_CODES[reason] = _BLOCKED + len(_REASONS) - 1
     return found
 
 
