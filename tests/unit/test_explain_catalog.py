@@ -80,7 +80,7 @@ def test_a_catalog_kept_up_to_date_explains_as_one_built_afresh() -> None:
     assert sorted(d.id for d in catalog.devices.devices) == sorted(
         d.id for d in fresh.devices.devices
     )
-    assert catalog.gather.nodes() == fresh.gather.nodes() == ["n-a", "n-b", "n-d"]
+    assert catalog.gather.nodes() == fresh.gather.nodes() == ("n-a", "n-b", "n-d")
     assert (DRIVER, "c") not in catalog.devices.pools and len(catalog) == 3
 
 

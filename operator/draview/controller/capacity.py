@@ -20,7 +20,6 @@ fence as the status objects.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -202,6 +201,9 @@ class CapacityProbes:
         self.objects = ProbeObjects(requests, self.once)
         self._exported: set[str] = set()
         self._node_series: dict[str, set[str]] = {}
+        # The series set, so that dropping one never exported costs no KeyError (a
+        # probe with no minimum would raise one at every asking).
+        self._live: set[tuple[Any, tuple[str, ...]]] = set()
         # Until the definitions are first read, no object is written or deleted.
         self.loaded = False
         # The batches' judgements taken at this round's start (Reconciler.take_fresh).
@@ -458,27 +460,34 @@ class CapacityProbes:
         if a is None:
             return
         self._exported.add(name)
-        if p.spec.min_copies is not None:
-            metrics.CAPACITY_FIT_MIN.labels(name).set(p.spec.min_copies)
-        else:
-            _drop(metrics.CAPACITY_FIT_MIN, name)
+        self._put(metrics.CAPACITY_FIT_MIN, p.spec.min_copies, name)
         if a.copies is None:
             for g in (metrics.CAPACITY_FIT, metrics.CAPACITY_FIT_MAX, metrics.CAPACITY_FIT_BOUNDED):
-                _drop(g, name)
+                self._drop(g, name)
         else:
-            metrics.CAPACITY_FIT.labels(name).set(a.copies)
-            metrics.CAPACITY_FIT_BOUNDED.labels(name).set(int(a.bounded))
-            if a.max_copies is None:
-                _drop(metrics.CAPACITY_FIT_MAX, name)
-            else:
-                metrics.CAPACITY_FIT_MAX.labels(name).set(a.max_copies)
+            self._put(metrics.CAPACITY_FIT, a.copies, name)
+            self._put(metrics.CAPACITY_FIT_BOUNDED, int(a.bounded), name)
+            self._put(metrics.CAPACITY_FIT_MAX, a.max_copies, name)
         nodes = dict(a.per_node)
         for gone in self._node_series.get(name, set()) - nodes.keys():
-            _drop(metrics.CAPACITY_NODE_FIT, name, gone)
+            self._drop(metrics.CAPACITY_NODE_FIT, name, gone)
         for node, copies in nodes.items():
-            metrics.CAPACITY_NODE_FIT.labels(name, node).set(copies)
+            self._put(metrics.CAPACITY_NODE_FIT, copies, name, node)
         self._node_series[name] = set(nodes)
         self._count_errors()
+
+    def _put(self, gauge: Any, value: float | None, *labels: str) -> None:
+        """The series set to `value`, or dropped when it is None."""
+        if value is None:
+            self._drop(gauge, *labels)
+            return
+        gauge.labels(*labels).set(value)
+        self._live.add((gauge, labels))
+
+    def _drop(self, gauge: Any, *labels: str) -> None:
+        if (gauge, labels) in self._live:
+            self._live.discard((gauge, labels))
+            gauge.remove(*labels)
 
     def _unexport(self, name: str) -> None:
         for g in (
@@ -487,9 +496,9 @@ class CapacityProbes:
             metrics.CAPACITY_FIT_BOUNDED,
             metrics.CAPACITY_FIT_MIN,
         ):
-            _drop(g, name)
+            self._drop(g, name)
         for node in self._node_series.pop(name, set()):
-            _drop(metrics.CAPACITY_NODE_FIT, name, node)
+            self._drop(metrics.CAPACITY_NODE_FIT, name, node)
         self._exported.discard(name)
 
     def step_down(self) -> None:
@@ -529,8 +538,3 @@ def _fit(
         allocations=dict(gathered.allocations),
         memo=p.memo,
     )
-
-
-def _drop(gauge: Any, *labels: str) -> None:
-    with contextlib.suppress(KeyError):  # never exported
-        gauge.remove(*labels)

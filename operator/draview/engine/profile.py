@@ -343,11 +343,7 @@ class Profile:
 
     def label(self) -> str:
         """One phrase for output: 'Kubernetes 1.35, default gates' or with the changes."""
-        changed = self.changed()
-        if not changed:
-            return f"Kubernetes {self.release}, default gates"
-        text = ",".join(f"{n}={'true' if v else 'false'}" for n, v in sorted(changed.items()))
-        return f"Kubernetes {self.release}, gates {text}"
+        return _label(self)
 
     def as_status(self) -> ProfileStatus:
         """What a ResourcePoolStatus records of the profile it was judged with: one dict
@@ -386,6 +382,17 @@ MATTERS: Final = frozenset(
         "DRAResourceClaimDeviceStatus",
     }
 )
+
+
+@lru_cache(maxsize=32)
+def _label(profile: Profile) -> str:
+    """Profile.label, made once per profile: a capacity probe's answer says it at every
+    asking."""
+    changed = profile.changed()
+    if not changed:
+        return f"Kubernetes {profile.release}, default gates"
+    text = ",".join(f"{n}={'true' if v else 'false'}" for n, v in sorted(changed.items()))
+    return f"Kubernetes {profile.release}, gates {text}"
 
 
 @lru_cache(maxsize=32)

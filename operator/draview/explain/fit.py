@@ -53,6 +53,7 @@ from draview.explain.fit_search import (
     Placement,
     Question,
     Reach,
+    ReadClaims,
     Taken,
     bounds,
     merge_claims,
@@ -98,7 +99,7 @@ class FitResult:
     max_copies: int | None  # fit by the luckiest placement; None when `bounded`
     bounded: bool
     count: int | None
-    nodes: list[NodeFit] = field(default_factory=list)
+    nodes: Sequence[NodeFit] = ()
     # The nodes that take some copy (takes_some), in iter_nodes' order.
     ranked: Sequence[NodeFit] = ()
     stopped: str = ""  # count | unallocatable | aborts | budget
@@ -227,10 +228,7 @@ def _answer(
     if results is None:
         results = compute_world(world, opts, allocations=base)
     cel = _selector_cache(results, cel, memo)
-    per_copy = [as_read(_copy_claim(c, 0), rules) for c in workload.claims]
-    pending = [as_read(c, rules) for c in workload.shared if not c.allocated]
-    merged = merge_claims(per_copy)
-    first = merge_claims([*per_copy, *pending]) if pending else merged
+    per_copy, pending, merged, first = _read(workload, rules, memo)
     # A question asked once is worked out as one asked again with nothing kept.
     kept = memo is not None and not workload.shared
     if memo is None or not kept:
@@ -246,8 +244,9 @@ def _answer(
     board = memo.board_for(groups, nodes)
     out.copies, out.max_copies = _capped(board.explore(q, count), count)
     out.bounded = out.max_copies is None
-    out.nodes = _alone(q, board, count, bool(pending))
-    out.ranked = RankedNodes(board)
+    _alone(q, board, count, bool(pending))
+    fits = board.fits.snapshot()
+    out.nodes, out.ranked = FitNodes(fits), RankedNodes(board, fits)
     if memo.reused and q.spent:
         # The budget ended: which searches it cut off depends on the order of all of
         # them, so the answer is that of a question asked anew.
@@ -258,6 +257,23 @@ def _answer(
     if kept:
         memo.settle(q, results)
     return out
+
+
+def _read(workload: Workload, rules: Rules, memo: FitMemo | None) -> ReadClaims:
+    """Each copy's claims and the shared ones the first allocates, as the release reads
+    them, and merged for one Allocate call; kept in the memo for the same workload and
+    rules (a probe asks them at every asking)."""
+    kept = memo.read if memo is not None else None
+    if kept is not None and kept[0] is workload and kept[1] is rules:
+        return kept[2]
+    per_copy = tuple(as_read(_copy_claim(c, 0), rules) for c in workload.claims)
+    pending = tuple(as_read(c, rules) for c in workload.shared if not c.allocated)
+    merged = merge_claims(per_copy)
+    first = merge_claims([*per_copy, *pending]) if pending else merged
+    found = (per_copy, pending, merged, first)
+    if memo is not None:
+        memo.read = (workload, rules, found)
+    return found
 
 
 def _selector_cache(
@@ -278,7 +294,7 @@ def _selector_cache(
 
 def _groups(
     q: Question,
-    nodes: list[NodeName],
+    nodes: Sequence[NodeName],
     pending: Sequence[ResourceClaim],
     out: FitResult,
     memo: FitMemo,
@@ -294,7 +310,7 @@ def _groups(
     return memo.groups_of(q, nodes)
 
 
-def _alone(q: Question, board: Board, count: int | None, shared: bool) -> list[NodeFit]:
+def _alone(q: Question, board: Board, count: int | None, shared: bool) -> None:
     """What each node takes with no copy on any other (a group of its own already says
     it; `shared`: copies share a claim the first allocates, so no node is alone)."""
     if not shared:
@@ -306,7 +322,6 @@ def _alone(q: Question, board: Board, count: int | None, shared: bool) -> list[N
         board.fits[j] = None if r is None else _node_fit(q, n, r)
     board.unfit.clear()
     _rank(board, changed)
-    return list(filter(None, board.fits))  # a NodeFit is true: the Nones go, in C
 
 
 def _rank(board: Board, changed: Sequence[int]) -> None:
@@ -347,10 +362,12 @@ def _node_fit(q: Question, n: NodeName, r: Reach) -> NodeFit | None:
     )
 
 
-def _nodes_to_try(q: Question, world: World, workload: Workload, out: FitResult) -> list[NodeName]:
+def _nodes_to_try(
+    q: Question, world: World, workload: Workload, out: FitResult
+) -> Sequence[NodeName]:
     """The nodes copies may go to: those some pool has a view for, and where copies
     share an allocated claim, only those that reach its devices (said in `out`)."""
-    nodes = q.nodes()
+    nodes: Sequence[NodeName] = q.nodes()
     if world.nodes is not None:
         # The cluster's nodes are known: no node is assumed beyond them. A node with no
         # view of any pool still gathers the pools every node does (their counter
@@ -637,9 +654,9 @@ class RankedNodes(Sequence[NodeFit]):
 
     __slots__ = ("_fits", "_ranked")
 
-    def __init__(self, board: Board) -> None:
+    def __init__(self, board: Board, fits: Sequence[NodeFit | None]) -> None:
         self._ranked = list(board.ranked)
-        self._fits = list(board.fits)
+        self._fits = fits  # board.fits as they are now
 
     def __len__(self) -> int:
         return len(self._ranked)
@@ -655,6 +672,41 @@ class RankedNodes(Sequence[NodeFit]):
         if isinstance(i, slice):
             return [cast(NodeFit, fits[j]) for _, j in self._ranked[i]]
         return cast(NodeFit, fits[self._ranked[i][1]])
+
+
+class FitNodes(Sequence[NodeFit]):
+    """FitResult.nodes: the board's fits as they were when the answer was made (a
+    snapshot), the nodes with none left out when first read: a probe reads only the
+    few ranked first."""
+
+    __slots__ = ("_fits", "_kept")
+
+    def __init__(self, fits: Sequence[NodeFit | None]) -> None:
+        self._fits = fits
+        self._kept: list[NodeFit] | None = None
+
+    def _all(self) -> list[NodeFit]:
+        if self._kept is None:
+            self._kept = list(filter(None, self._fits))  # a NodeFit is true
+        return self._kept
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, i: int) -> NodeFit: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[NodeFit]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeFit | list[NodeFit]:
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[NodeFit]:
+        return iter(self._all())
+
+    def __repr__(self) -> str:
+        return f"FitNodes({self._all()!r})"
 
 
 def iter_nodes(result: FitResult) -> Iterator[NodeFit]:

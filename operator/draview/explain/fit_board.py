@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from draview.engine.model import AllocRef, PoolKey
+from draview.explain.chunked import Chunked
 from draview.explain.fit_search import NodeName, Placement, Question, Reach, Tally, explore
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ class Board:
     tally: Tally | None = None
     # The reach of each node of a group of several, explored alone, and what it cost.
     alone: dict[NodeName, tuple[Reach, int]] = field(default_factory=dict)
-    fits: list[NodeFit | None] = field(default_factory=list)  # by node, as `nodes`
+    # By node, as `nodes`; handed out whole in each answer (a snapshot: Chunked).
+    fits: Chunked[NodeFit | None] = field(default_factory=Chunked)
     unfit: set[int] = field(default_factory=set)  # nodes whose fit is to work out again
     # The groups whose reach is None, kept so that asking again need not look at every
     # group to find the few to explore.
@@ -93,7 +95,7 @@ class Board:
             {node: i for i, g in enumerate(groups) for node in g},
             {node: j for j, node in enumerate(nodes)},
             [i for i, g in enumerate(groups) if len(g) > 1],
-            fits=[None] * len(nodes),
+            fits=Chunked([None] * len(nodes)),
             unfit=set(range(len(nodes))),
             placements=[{} for _ in groups],
             firsts=[NO_FIRST] * n,

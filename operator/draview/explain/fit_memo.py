@@ -13,7 +13,7 @@ from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.explain.fit_board import Board
-from draview.explain.fit_search import NodeName, Question, node_groups
+from draview.explain.fit_search import NodeName, Question, ReadClaims, node_groups
 from draview.explain.index import DeviceIndex, PoolDevices, index_judged, index_pool
 from draview.explain.why import Explainer
 
@@ -55,10 +55,13 @@ class FitMemo:
     # The selector results fit caches when the caller hands it no CelEngine; kept when
     # the memo is cleared (they hold for any pools).
     cel: CelEngine | None = None
-    nodes: list[NodeName] | None = None  # tried at the last asking
+    nodes: Sequence[NodeName] | None = None  # tried at the last asking
     groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
     gone: bool = False  # some pool asked about last time is not now
     once: bool = False  # asked once (fit without a memo): nothing kept is read again
+    # The workload and rules last asked with, and their claims as read (fit._read);
+    # kept when the memo is cleared, as `cel`.
+    read: tuple[object, object, ReadClaims] | None = None
 
     @property
     def reused(self) -> bool:
@@ -172,7 +175,7 @@ class FitMemo:
             hit = self.indexed[r.key] = (r, refs, devices, judged)
         index.add(r, hit[2])
 
-    def groups_of(self, q: Question, nodes: list[NodeName]) -> list[tuple[NodeName, ...]]:
+    def groups_of(self, q: Question, nodes: Sequence[NodeName]) -> list[tuple[NodeName, ...]]:
         """node_groups, or the groups of the last asking when the nodes are the same and no
         node gathering a pool judged again now finds other relevant pools."""
         same = self.groups is not None and self.nodes == nodes

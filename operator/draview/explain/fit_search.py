@@ -94,6 +94,11 @@ class Merged:
         return self.names[int(head[1:])], rest
 
 
+# A workload's claims for each copy, the shared ones the first copy allocates, and
+# each merged for one Allocate call: the copies' own, and the first copy's.
+ReadClaims = tuple[tuple[ResourceClaim, ...], tuple[ResourceClaim, ...], Merged, Merged]
+
+
 def merge_claims(claims: Sequence[ResourceClaim]) -> Merged:
     names = tuple(c.name for c in claims)
     if len(claims) == 1:
@@ -194,7 +199,7 @@ class Question:
         self._given: dict[int, tuple[AllocatedState, Mapping[int, Mapping[CounterKey, int]]]] = {}
         self._outcomes: dict[NodeName, dict[tuple[int, tuple[Taken, ...], int], list[Outcome]]] = {}
         self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
-        self.tried: list[NodeName] = []  # the nodes copies may go to
+        self.tried: Sequence[NodeName] = ()  # the nodes copies may go to
         self._relevant: dict[NodeName, set[PoolKey]] = {}
         self.relevant_before: dict[NodeName, set[PoolKey] | None] = {}
         # The requests of the shared claims the first copy allocates: later copies go
@@ -278,7 +283,7 @@ class Question:
             self._outcomes.pop(node, None)
             self._starts.pop(node, None)
 
-    def nodes(self) -> list[NodeName]:
+    def nodes(self) -> tuple[NodeName, ...]:
         return self.index.nodes()
 
     def pools(self, node: NodeName, combo: int) -> list[NodePool]:

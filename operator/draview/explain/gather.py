@@ -87,7 +87,7 @@ class GatherIndex:
     bystanders: dict[PoolKey, PoolResult] = field(default_factory=dict)
     # The nodes each pool was put under, to take it out again.
     _nodes_of: dict[PoolKey, list[str | None]] = field(default_factory=dict)
-    _sorted: list[str | None] | None = None
+    _sorted: tuple[str | None, ...] | None = None
 
     @classmethod
     def build(cls, results: Sequence[PoolResult]) -> GatherIndex:
@@ -142,15 +142,17 @@ class GatherIndex:
         """The nodes the pool was put under (one entry per view they are in)."""
         return self._nodes_of.get(key, ())
 
-    def nodes(self) -> list[str | None]:
+    def nodes(self) -> tuple[str | None, ...]:
         """Every node some pool has a view for (None: a node no slice names, when draview
-        does not know the cluster's nodes)."""
+        does not know the cluster's nodes). The same tuple until a node comes or goes:
+        a capacity probe reads it at each asking, and copying a thousand names costs
+        more than the pools that changed."""
         if self._sorted is None:
-            self._sorted = sorted(self.by_node, key=lambda n: (n is None, n or ""))
-        return list(self._sorted)
+            self._sorted = tuple(sorted(self.by_node, key=lambda n: (n is None, n or "")))
+        return self._sorted
 
 
-def node_names(results: Sequence[PoolResult]) -> list[str | None]:
+def node_names(results: Sequence[PoolResult]) -> tuple[str | None, ...]:
     return GatherIndex.build(results).nodes()
 
 

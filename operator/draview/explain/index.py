@@ -184,6 +184,13 @@ class DeviceIndex:
     pools: dict[PoolKey, PoolDevices] = field(default_factory=dict)
     # The profile works capacity ranges in milli-units (rules.fractional_capacity_range).
     fractional: bool = False
+    # The pools whose entries were replaced, in turn, since the pools last came or went
+    # (`shape` then moves on): a reader that saw the entries at some length of the log
+    # reads only what followed, where comparing every entry would touch a thousand
+    # pools to find the one a claim changed (why's kept folds). Cleared, moving `shape`
+    # on, when it grows past the pools.
+    log: list[PoolKey] = field(default_factory=list)
+    shape: int = 0
 
     @classmethod
     def build(
@@ -201,12 +208,22 @@ class DeviceIndex:
     def add(self, result: PoolResult, devices: PoolDevices) -> None:
         """Put `devices`, index_pool of `result` (or of the same pool with other
         allocations), in place of what its pool had."""
-        self.pools[result.key] = devices
+        key = result.key
+        had = self.pools.get(key)
+        if had is not devices:
+            self.pools[key] = devices
+            if had is None or len(self.log) > len(self.pools) + 64:
+                self.shape += 1
+                self.log.clear()
+            else:
+                self.log.append(key)
         if result.prepared is not None:
             self.fractional = result.prepared.rules.fractional_capacity_range
 
     def drop(self, key: PoolKey) -> None:
-        self.pools.pop(key, None)
+        if self.pools.pop(key, None) is not None:
+            self.shape += 1
+            self.log.clear()
 
     @property
     def devices(self) -> Iterator[IndexedDevice]:

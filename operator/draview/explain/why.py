@@ -17,6 +17,7 @@ from draview.engine.node_match import device_reaches
 from draview.engine.pool import PoolResult
 from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
 from draview.explain.checks import capacity_problem, taint_text, untolerated
+from draview.explain.chunked import Chunked
 from draview.explain.constraints import Attributes, list_mode
 from draview.explain.gather import Assignment, GatherIndex
 from draview.explain.index import DeviceIndex, IndexedDevice, PoolDevices
@@ -179,12 +180,19 @@ class _Standing:
     keys: list[PoolKey]
     entries: list[PoolDevices]  # the index entry each part was folded from
     parts: list[_Fold]
+    at: dict[PoolKey, int] = field(default_factory=dict)  # a pool's place in `keys`
+    # The index the entries were last taken from, its shape and how far its log went
+    # then (DeviceIndex.log): asked again of it, only the pools logged since are looked at.
+    index: DeviceIndex | None = None
+    shape: int = -1
+    logged: int = 0
     matched: int = 0
-    free: list[list[str]] = field(default_factory=list)
+    # Handed out in each total (Chunked: a snapshot costs a pointer per 32 pools).
+    free: Chunked[list[str]] = field(default_factory=Chunked)
     free_len: int = 0
-    blocked: dict[str, list[list[str]]] = field(default_factory=dict)
+    blocked: dict[str, Chunked[list[str]]] = field(default_factory=dict)
     blocked_len: dict[str, int] = field(default_factory=dict)
-    details: list[Mapping[str, str]] = field(default_factory=list)
+    details: Chunked[Mapping[str, str]] = field(default_factory=Chunked)
     details_len: int = 0
     # Added up again whenever a part that has some changes (rare): their order counts.
     runtime_errors: dict[str, str] = field(default_factory=dict)
@@ -192,7 +200,15 @@ class _Standing:
 
     @classmethod
     def of(cls, keys: list[PoolKey], entries: list[PoolDevices], parts: list[_Fold]) -> _Standing:
-        st = cls(keys, entries, list(parts), free=[_NONE] * len(parts), details=[{}] * len(parts))
+        n = len(parts)
+        st = cls(
+            keys,
+            entries,
+            list(parts),
+            {k: i for i, k in enumerate(keys)},
+            free=Chunked([_NONE] * n),
+            details=Chunked([{}] * n),
+        )
         for i, part in enumerate(parts):
             st.put(i, part, None)
         st.add_up_the_rest()
@@ -215,7 +231,7 @@ class _Standing:
         self.details_len += len(part.details)
         for reason, ids in part.blocked.items():
             if reason not in self.blocked:
-                self.blocked[reason] = [_NONE] * len(self.parts)
+                self.blocked[reason] = Chunked([_NONE] * len(self.parts))
                 self.blocked_len[reason] = 0
             self.blocked[reason][i] = ids
             self.blocked_len[reason] += len(ids)
@@ -233,17 +249,17 @@ class _Standing:
 
     def total(self) -> _Total:
         # Joined, not copied: every device of the world is in some list and every
-        # blocked one has its detail. The lists of parts are copied (a pointer each) so
-        # that a total handed out stays as it was.
+        # blocked one has its detail. The lists of parts are snapshots, so that a total
+        # handed out stays as it was.
         return _Total(
             self.matched,
-            Joined(list(self.free), self.free_len),
+            Joined(self.free.snapshot(), self.free_len),
             {
-                reason: Joined(list(parts), self.blocked_len[reason])
+                reason: Joined(parts.snapshot(), self.blocked_len[reason])
                 for reason, parts in self.blocked.items()
                 if self.blocked_len[reason]
             },
-            JoinedMap(list(self.details), self.details_len),
+            JoinedMap(self.details.snapshot(), self.details_len),
             self.runtime_errors,
             self.per_node,
         )
@@ -265,6 +281,7 @@ class Explainer:
         # Kept folds note what became of each device, to be read back when their pool
         # is folded again; not for a question asked once (`fit` without a memo).
         self._codes = keep_folds and read_back
+        self._dumps: dict[int, tuple[DeviceChoice, str]] = {}  # _dumped
 
     # -- one device --------------------------------------------------------------------
     def _blocker(
@@ -375,35 +392,35 @@ class Explainer:
         """The pools' folds added up in index order, each folded again only when its
         index entry changed since it was kept."""
         assert self._standing is not None
+        index = asked.index
         # Everything a pool's fold depends on but its devices.
         same = (
-            asked.choice.model_dump_json(),
+            self._dumped(asked.choice),
             asked.selectors,
             asked.node,
             tuple(sorted(asked.labels.items())),
             asked.lists,
-            asked.index.fractional,
+            index.fractional,
         )
-        keys, entries = list(asked.index.pools), list(asked.index.pools.values())
         st = self._standing.get(same)
-        if st is None or st.keys != keys:
-            # Pools came or went: a pool whose index entry is the one kept keeps its fold.
-            kept: dict[PoolKey, tuple[PoolDevices, _Fold]] = {}
-            if st is not None:
-                kept = {k: (st.entries[i], st.parts[i]) for i, k in enumerate(st.keys)}
-            parts = []
-            for key, pool in zip(keys, entries, strict=True):
-                hit = kept.get(key)
-                if hit is None or hit[0] is not pool:
-                    part = _Fold()
-                    yield from self._fold(part, pool, asked, hit)
-                    hit = (pool, part)
-                parts.append(hit[1])
-            st = self._standing[same] = _Standing.of(keys, entries, parts)
-            return st.total()
+        places: list[int]
+        if st is not None and st.index is index and st.shape == index.shape:
+            # The same pools: those whose entries were replaced since are logged.
+            places = sorted({st.at[k] for k in index.log[st.logged :]})
+            entries = [index.pools[st.keys[i]] for i in places]
+        else:
+            keys, entries = list(index.pools), list(index.pools.values())
+            if st is None or st.keys != keys:
+                st = self._standing[same] = yield from self._folded_anew(asked, keys, entries, st)
+                st.index, st.shape, st.logged = index, index.shape, len(index.log)
+                return st.total()
+            places = list(changed_places(entries, st.entries))
+            entries = [entries[i] for i in places]
+        st.index, st.shape, st.logged = index, index.shape, len(index.log)
         rest = False
-        for i in changed_places(entries, st.entries):
-            pool = entries[i]
+        for i, pool in zip(places, entries, strict=True):
+            if pool is st.entries[i]:
+                continue  # replaced and put back
             part = _Fold()
             before = st.parts[i]
             yield from self._fold(part, pool, asked, (st.entries[i], before))
@@ -417,6 +434,38 @@ class Explainer:
         if rest:
             st.add_up_the_rest()
         return st.total()
+
+    def _folded_anew(
+        self,
+        asked: _Asked,
+        keys: list[PoolKey],
+        entries: list[PoolDevices],
+        st: _Standing | None,
+    ) -> Steps[_Standing]:
+        """Every pool's fold, where pools came or went: a pool whose index entry is the
+        one kept keeps its fold."""
+        kept: dict[PoolKey, tuple[PoolDevices, _Fold]] = {}
+        if st is not None:
+            kept = {k: (st.entries[i], st.parts[i]) for i, k in enumerate(st.keys)}
+        parts = []
+        for key, pool in zip(keys, entries, strict=True):
+            hit = kept.get(key)
+            if hit is None or hit[0] is not pool:
+                part = _Fold()
+                yield from self._fold(part, pool, asked, hit)
+                hit = (pool, part)
+            parts.append(hit[1])
+        return _Standing.of(keys, entries, parts)
+
+    def _dumped(self, choice: DeviceChoice) -> str:
+        """The choice as JSON (part of what a kept fold is keyed by), made once per
+        choice object: a probe asks the same ones at every asking."""
+        hit = self._dumps.get(id(choice))
+        if hit is None or hit[0] is not choice:
+            if len(self._dumps) >= 64:
+                self._dumps.clear()
+            hit = self._dumps[id(choice)] = (choice, choice.model_dump_json())
+        return hit[1]
 
     def _fold(
         self,
