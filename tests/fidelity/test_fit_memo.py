@@ -24,7 +24,15 @@ from draview.engine.model import EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.engine.world import compute_world
-from draview.explain.fit import FIT_BUDGET, FitError, FitResult, fit, iter_nodes, takes_some
+from draview.explain.fit import (
+    FIT_BUDGET,
+    FitError,
+    FitResult,
+    Overgrown,
+    fit,
+    iter_nodes,
+    takes_some,
+)
 from draview.explain.fit_memo import FitMemo
 
 SEEDS = 6
@@ -116,6 +124,17 @@ def _ask(
         return str(exc)
 
 
+def _ask_small(
+    world: World, workload: Any, opts: EngineOptions, results: list[PoolResult], **kw: Any
+) -> tuple[Any, ...] | str:
+    """Asked as a capacity probe asks a small change (FitMemo.small): told to stay
+    small, and asked again without when it would grow."""
+    try:
+        return _ask(world, workload, opts, results, small=True, **kw)
+    except Overgrown:
+        return _ask(world, workload, opts, results, **kw)
+
+
 # Without a count the copies are placed to the maximum and summed as groups change
 # (fit_board.Board.place); with one, in turn on top of each other.
 @pytest.mark.parametrize(("budget", "count"), [(None, COUNT), (40, COUNT), (400, None)])
@@ -126,7 +145,7 @@ def test_asked_again_with_a_memo_is_asked_anew(
     profile, _ = VERIFIED[name]
     opts = EngineOptions(profile=profile)
     extra: dict[str, Any] = {"count": count, "budget": budget or FIT_BUDGET}
-    compared = reused = explained = 0
+    compared = reused = explained = small = 0
     for seed in range(SEEDS):
         served = served_world(generate(seed), profile)
         rng = random.Random(seed)
@@ -136,10 +155,16 @@ def test_asked_again_with_a_memo_is_asked_anew(
             results = compute_world(world, opts)
             memo, cel = FitMemo(), CelEngine()
             for step in range(CHANGES + 1):
+                ask = _ask
                 if step:
+                    before = world
                     world, touched = _change(world, rng, step)
                     results = _judged(world, opts, results, touched)
-                kept = _ask(world, workload, opts, results, memo=memo, cel=cel, **extra)
+                    # Claims freed or taken, no count: as a probe asks it (capacity.py).
+                    if world.slices is before.slices and count is None and memo.small(touched, 8):
+                        ask = _ask_small
+                        small += 1
+                kept = ask(world, workload, opts, results, memo=memo, cel=cel, **extra)
                 fresh = _ask(world, workload, opts, results, **extra)
                 assert kept == fresh, f"seed {seed} step {step} {workload.claims[0].name}"
                 held = {r.key for r in results}
@@ -153,3 +178,5 @@ def test_asked_again_with_a_memo_is_asked_anew(
     if rules_for(profile).invalid_pool_is_node_local and (budget is None or count is None):
         assert reused, "no asking reused a group: the memo was never exercised"
         assert explained, "no asking explained the next copy after reusing groups"
+    if rules_for(profile).invalid_pool_is_node_local and count is None:
+        assert small, "no asking was small"

@@ -227,11 +227,25 @@ async def test_an_asking_that_fails_leaves_the_next_to_gather_every_pool(
 @pytest.mark.parametrize("release", ["1.34", "1.37"])
 @pytest.mark.parametrize("seed", range(4))
 async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
-    seed: int, release: str
+    seed: int, release: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Claims taken and given back, pools gone and back, a pool's slice replaced: the
     probe that patches what it gathered at each asking answers as one asked for the
-    first time. 1.34 judges the world again from its slices to explain the next copy."""
+    first time. 1.34 judges the world again from its slices to explain the next copy.
+    After a claim change the kept probe is asked on the event loop (small), after the
+    others in the worker thread."""
+    import asyncio
+
+    import draview.controller.capacity as capacity
+
+    handed: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(f: Any, *args: Any, **kw: Any) -> Any:
+        handed.append(args[1].spec.name)
+        return await to_thread(f, *args, **kw)
+
+    monkeypatch.setattr(capacity.asyncio, "to_thread", counted)
     rng = random.Random(seed)
     engine = EngineOptions(profile=make_profile(release, {}))
     ctl = Controller(RecordingWriter(), Settings(claim_events=False, engine=engine))
@@ -251,15 +265,20 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
     await cap._ask(cap.probes["kept"])
     held: dict[str, dict[str, Any]] = {}  # claim name -> object
     gone: set[str] = set()
+    small = 0
     for step in range(30):
+        handed.clear()
+        sliced = False
         pool = rng.choice(sorted(slices))
         action = rng.random()
         if action < 0.15 and pool not in gone:
             ctl.ingest.slice_event("DELETED", slices[pool])
             gone.add(pool)
+            sliced = True
         elif action < 0.3 and pool in gone:
             ctl.ingest.slice_event("ADDED", slices[pool])
             gone.discard(pool)
+            sliced = True
         elif action < 0.4 and pool not in gone:
             # The pool's slice replaced: a device more or less, on another node.
             count = rng.randint(1, 4)
@@ -270,6 +289,7 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
                 node=f"n-{pool}-{step}",
             )
             ctl.ingest.slice_event("MODIFIED", slices[pool])
+            sliced = True
         elif held and action < 0.6:
             name = rng.choice(sorted(held))
             obj = held.pop(name)
@@ -283,6 +303,9 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
         ctl.reconciler.compute([(DRIVER, pool)])
         await cap._mark_due()
         kept = await cap._ask(cap.probes["kept"])
+        if sliced:
+            assert handed == ["kept"], (step, "slices changed: asked in the worker")
+        small += not handed
         cap.define(
             {
                 "kept": cap.probes["kept"].spec,
@@ -295,3 +318,4 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
         new = await cap._ask(cap.probes[f"new{step}"])
         assert kept.status == new.status, (step, pool, action)
         assert kept.per_node == new.per_node
+    assert small >= 5, "claim changes are asked on the event loop"

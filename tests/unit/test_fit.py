@@ -13,7 +13,8 @@ from draview.api.workload import WorkloadError, read_workload
 from draview.api.world import build_world, iter_objects
 from draview.engine.model import EngineOptions
 from draview.engine.profile import make_profile
-from draview.explain.fit import FitError, fit
+from draview.explain.fit import FitError, Overgrown, fit
+from draview.explain.fit_memo import FitMemo
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -100,6 +101,131 @@ def test_a_memo_half_brought_up_to_date_is_dropped(monkeypatch: pytest.MonkeyPat
     monkeypatch.undo()
     got = fit(world(*fewer), w, memo=memo)
     assert (got.copies, {n.name: n.copies for n in got.nodes}) == (3, {"node-b": 3})
+
+
+def _changed(pool: str, device: str = "gpu-1") -> list[dict[str, Any]]:
+    """two_nodes with one more device of `pool` taken."""
+    return [*two_nodes(), claim("more", result(device, pool=pool))]
+
+
+def _asked_again(
+    memo: Any,
+    pool: str,
+    small: bool = False,
+    budget: int | None = None,
+    before: list[dict[str, Any]] | None = None,
+    after: list[dict[str, Any]] | None = None,
+) -> tuple[bool, Any, bool]:
+    """`before` (two_nodes) asked with `memo`, then `after` (a device of `pool` taken),
+    every other pool's result the same object: what memo.small said first, the answer,
+    and whether the small asking stopped short (Overgrown, the memo kept)."""
+    from draview.engine.allocations import index_allocations
+    from draview.engine.world import compute_world
+
+    first = world(*(before or two_nodes()))
+    results = compute_world(first)
+    fit(first, _one_gpu(), results=results, memo=memo)
+    then = world(*(after or _changed(pool)))
+    base = index_allocations(then.claims)
+    again = compute_world(then, None, results, {("gpu.example.com", pool)}, base)
+    assert sum(a is not r for a, r in zip(again, results, strict=True)) == 1
+    said = memo.small([("gpu.example.com", pool)], 8)
+    kw = {} if budget is None else {"budget": budget}
+    ask = {"results": again, "allocations": base, "memo": memo, **kw}
+    try:
+        return said, fit(then, _one_gpu(), small=small, **ask), False
+    except Overgrown as exc:
+        if not exc.kept:
+            raise
+        # Asked again where time does not matter, from where it stopped.
+        return said, fit(then, _one_gpu(), **ask), True
+
+
+def _same(got: Any, fresh: Any) -> None:
+    assert (got.copies, got.blocker, got.first_node) == (
+        fresh.copies,
+        fresh.blocker,
+        fresh.first_node,
+    )
+    assert [(n.name, n.copies) for n in got.nodes] == [(n.name, n.copies) for n in fresh.nodes]
+
+
+def test_a_small_asking_again_answers_as_a_new_question() -> None:
+    memo = FitMemo()
+    said, got, stopped = _asked_again(memo, "node-b", small=True)
+    assert said and not stopped, "one node-local pool judged again is small"
+    _same(got, fit(world(*_changed("node-b")), _one_gpu()))
+    assert got.copies == 3 and memo.reused, "node-a kept its reach"
+    assert not memo.small([("gpu.example.com", "node-a")], 0), "one node is more than none"
+    assert not memo.small([("gpu.example.com", "elsewhere")], 8), "a pool not asked about"
+
+
+def test_a_small_asking_whose_groups_change_goes_on_where_it_stopped() -> None:
+    """node-a's last device taken: no copy can go there, so it no longer gathers a pool
+    the copies care for and the groups are made again, a pass over every node. Told
+    to stay small, fit stops there (Overgrown, the memo kept); asked again, it goes on
+    and answers as a new question."""
+    memo = FitMemo()
+    said, got, stopped = _asked_again(memo, "node-a", small=True)
+    assert said and stopped and not memo.regroup
+    _same(got, fit(world(*_changed("node-a")), _one_gpu()))
+    assert got.copies == 3 and memo.reused, "node-b kept its reach"
+
+
+def test_a_network_pool_filled_and_freed_splits_and_joins_the_groups() -> None:
+    """A pool reached from node-a and node-b (by their rack label) makes them one group
+    while it has a free device; its last one taken, each is a group of its own, and
+    freed, one again. Each time the small asking stops short and goes on in the
+    groups made again: kept apart, two nodes would both count the one free device."""
+
+    def node(name: str, rack: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"rack": rack}},
+        }
+
+    rack = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
+    objs = [
+        device_class(),
+        node("node-a", "r1"),
+        node("node-b", "r1"),
+        node("node-c", "r2"),
+        *(rslice(n, [device("gpu-0")], pool=n, node=n) for n in ("node-a", "node-b", "node-c")),
+        rslice(
+            "net",
+            [device("net-0")],
+            pool="net",
+            node=None,
+            nodeSelector={"nodeSelectorTerms": [rack]},
+        ),
+    ]
+    taken = [*objs, claim("more", result("net-0", pool="net"))]
+    for before, after in ((objs, taken), (taken, objs)):
+        memo = FitMemo()
+        said, got, stopped = _asked_again(memo, "net", True, None, before, after)
+        fresh = FitMemo()
+        _same(got, fit(world(*after), _one_gpu(), memo=fresh))
+        assert said and stopped
+        assert memo.groups == fresh.groups
+        # Filled, each node is a group; free, node-a and node-b are one.
+        assert (len(memo.groups or ()), got.copies) == ((3, 3) if after is taken else (2, 4))
+
+
+def test_a_small_asking_that_would_grow_clears_the_memo() -> None:
+    """The question cannot be kept (another budget makes it another question): told to
+    stay small, fit raises Overgrown and leaves nothing kept; asked again, it answers
+    as a new question."""
+    memo = FitMemo()
+    with pytest.raises(Overgrown):
+        _asked_again(memo, "node-b", small=True, budget=10_000)
+    assert memo.question is None and memo.board is None
+    _, got, _ = _asked_again(memo, "node-b", budget=10_000)
+    _same(got, fit(world(*_changed("node-b")), _one_gpu()))
+
+
+def _one_gpu() -> Any:
+    return read_workload([template()], nobody)
 
 
 def test_count_stops_there() -> None:

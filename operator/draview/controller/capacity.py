@@ -20,6 +20,7 @@ fence as the status objects.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -44,7 +45,7 @@ from draview.controller.reconcile import Reconciler, Settings
 from draview.controller.status_requests import StatusRequests
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
-from draview.explain.fit import FitError, fit
+from draview.explain.fit import FitError, FitResult, Overgrown, fit
 from draview.explain.fit_memo import FitMemo
 from draview.explain.probes import (
     Answer,
@@ -63,6 +64,9 @@ log = logging.getLogger("draview.capacity")
 
 # CEL results a probe keeps between askings (each device once per selector).
 CEL_RESULTS = 500_000
+# An asking of a probe that looks at no more pools to judge and nodes to search than
+# this runs on the event loop (FitMemo.small): a few milliseconds at most.
+SMALL = 8
 # Pools looked at between two yields to the event loop.
 POOLS_PER_STEP = 256
 # The share of the operator's time one probe may take: asking it took t seconds, so it
@@ -390,11 +394,26 @@ class CapacityProbes:
         if p.workload is None:
             return failed(p.error, profile)
         rec = self.reconciler
-        fresh, gathered = self._gather(p)
+        fresh, gathered, moved = self._gather(p)
         world = rec.world(gathered.all_slices(), self._classes)
         began = time.perf_counter()
         try:
-            found = await asyncio.to_thread(_fit, world, p, self.options, fresh, p.spec.max_copies)
+            found: FitResult | None = None
+            if (
+                moved is not None
+                and p.spec.max_copies is None  # a count places every later group again
+                and len(fresh) <= SMALL
+                and p.memo.small(moved, SMALL)
+            ):
+                # Asked here, on the event loop: in the worker thread the memo is read
+                # through another core's cache, and the hand-over cost as much as such
+                # an asking. One that turns out larger goes to the worker anew.
+                with contextlib.suppress(Overgrown):
+                    found = _fit(world, p, self.options, fresh, None, small=True)
+            if found is None:
+                found = await asyncio.to_thread(
+                    _fit, world, p, self.options, fresh, p.spec.max_copies
+                )
         except BaseException as exc:
             # Perhaps half judged: the next asking gathers every pool again.
             p.judged, p.gathered, p.asked_for = {}, None, None
@@ -412,10 +431,12 @@ class CapacityProbes:
         )
         return answer_of(found, profile, p.spec.node_series)
 
-    def _gather(self, p: _Probe) -> tuple[list[PoolKey], _Gathered]:
+    def _gather(self, p: _Probe) -> tuple[list[PoolKey], _Gathered, list[PoolKey] | None]:
         """The pools the probe counts on, as fit is to be handed them, kept in the probe:
         the pools judged since the last asking (`stale`) put in place, or every pool when
-        the pools that count changed; and those to be judged in the worker (`fresh`)."""
+        the pools that count changed; those to be judged in the worker (`fresh`); and
+        those judged again, when no pool came or went and their slices are the same
+        (None otherwise)."""
         rec = self.reconciler
         store = rec.store
         keys = p.counted()
@@ -429,6 +450,7 @@ class CapacityProbes:
         else:
             judged, todo, gathered = {}, keys, None
         fresh: list[PoolKey] = []
+        moved: list[PoolKey] | None = [] if gathered is not None else None
         for k in todo:
             lean = rec.results.get(k)
             kept = old.get(k)
@@ -443,15 +465,22 @@ class CapacityProbes:
                 if again is None:
                     if judged.pop(k, None) is not None:
                         gathered = None  # its place goes: gathered anew below
+                    moved = None
                     continue
-                kept = _Asked(lean, again, store.slices_of(k), store.allocations_of(k))
+                asked = _Asked(lean, again, store.slices_of(k), store.allocations_of(k))
+                if moved is not None:
+                    if kept is None or kept.slices != asked.slices:
+                        moved = None
+                    else:
+                        moved.append(k)
+                kept = asked
             judged[k] = kept
             if gathered is not None:
                 gathered.put(k, kept)
         if gathered is None:
             gathered = _Gathered.of(judged)
         p.judged, p.gathered, p.asked_for, p.stale = judged, gathered, keys, set()
-        return fresh, gathered
+        return fresh, gathered, moved
 
     # -- publishing ---------------------------------------------------------------------
 
@@ -517,7 +546,8 @@ def _fit(
     options: EngineOptions,
     fresh: list[PoolKey],
     count: int | None,
-) -> Any:
+    small: bool = False,
+) -> FitResult:
     """In a worker thread: the pools judged again (`fresh`; every other pool's
     judgement was made at an earlier asking), then fit with the probe's memo (one
     asking at a time: the probe is not touched meanwhile)."""
@@ -537,4 +567,5 @@ def _fit(
         cel=p.cel,
         allocations=dict(gathered.allocations),
         memo=p.memo,
+        small=small,
     )

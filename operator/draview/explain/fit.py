@@ -119,6 +119,18 @@ class FitError(ValueError):
     """The workload cannot be asked about this world (an unknown DeviceClass...)."""
 
 
+class Overgrown(Exception):
+    """An asking told to stay small (fit's `small`) would have grown: the question
+    asked anew, the groups made again or every node searched for the next copy's
+    explanation. The caller asks again where time does not matter (the capacity
+    module's worker thread). `kept`: the memo is left to go on from (the groups are
+    made then); otherwise it is cleared."""
+
+    def __init__(self, why: str, kept: bool = False) -> None:
+        super().__init__(why)
+        self.kept = kept
+
+
 # -- the question ---------------------------------------------------------------------------
 
 
@@ -190,14 +202,22 @@ def fit(
     cel: CelEngine | None = None,
     allocations: Mapping[PoolKey, Sequence[AllocRef]] | None = None,
     memo: FitMemo | None = None,
+    small: bool = False,
 ) -> FitResult:
     """How many copies of `workload` fit in `world` (see the module's docstring).
     `count`: stop at that many; `results`: compute_world(world, options), when the
     caller has them; `allocations`: index_allocations(world.claims), when the caller
     has them (world.claims is then not read); `memo`: what asking the same workload
-    last left (FitMemo), for a caller that asks again as pools are judged again."""
+    last left (FitMemo), for a caller that asks again as pools are judged again;
+    `small`: raise Overgrown rather than do more than FitMemo.small promised."""
     try:
-        return _answer(world, workload, options, count, budget, results, cel, allocations, memo)
+        return _answer(
+            world, workload, options, count, budget, results, cel, allocations, memo, small
+        )
+    except Overgrown as exc:
+        if memo is not None and not exc.kept:
+            memo.clear()
+        raise
     except BaseException:
         if memo is not None:
             memo.clear()  # half brought up to date: the next asking starts over
@@ -214,6 +234,7 @@ def _answer(
     cel: CelEngine | None,
     allocations: Mapping[PoolKey, Sequence[AllocRef]] | None,
     memo: FitMemo | None,
+    small: bool = False,
 ) -> FitResult:
     opts = options or EngineOptions()
     rules = rules_for(opts.profile)
@@ -236,10 +257,12 @@ def _answer(
     key = (workload, opts, count, budget, tuple(world.classes), tuple(world.taint_rules), id(cel))
     q = memo.renewed(key, results, base)
     if q is None:
+        if small:
+            raise Overgrown("asked anew")
         q = Question(world, results, base, rules, merged, first, budget, cel)
         memo.begin(key, q)
     nodes = _nodes_to_try(q, world, workload, out)
-    groups = _groups(q, nodes, pending, out, memo)
+    groups = _groups(q, nodes, pending, out, memo, small)
     q.tried = nodes
     board = memo.board_for(groups, nodes)
     out.copies, out.max_copies = _capped(board.explore(q, count), count)
@@ -250,10 +273,13 @@ def _answer(
     if memo.reused and q.spent:
         # The budget ended: which searches it cut off depends on the order of all of
         # them, so the answer is that of a question asked anew.
+        if small:
+            raise Overgrown("the budget ended")
         memo.clear()
         return _answer(world, workload, opts, count, budget, results, cel, base, memo)
     out.searches = q.searches
-    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, board, memo)
+    memo.searched = False
+    _first_and_blocker(q, out, world, opts, workload, count, per_copy, pending, board, memo, small)
     if kept:
         memo.settle(q, results)
     return out
@@ -298,6 +324,7 @@ def _groups(
     pending: Sequence[ResourceClaim],
     out: FitResult,
     memo: FitMemo,
+    small: bool,
 ) -> list[tuple[NodeName, ...]]:
     """The groups of nodes explored apart (said in `out` when copies share a claim)."""
     if pending:
@@ -307,7 +334,10 @@ def _groups(
             "copies share " + ", ".join(c.name for c in pending) + ", allocated with the first copy"
         )
         return [tuple(nodes)]
-    return memo.groups_of(q, nodes)
+    groups = memo.groups_of(q, nodes, small)
+    if groups is None:
+        raise Overgrown("the groups change", kept=True)
+    return groups
 
 
 def _alone(q: Question, board: Board, count: int | None, shared: bool) -> None:
@@ -434,6 +464,7 @@ def _first_and_blocker(
     pending: Sequence[ResourceClaim],
     board: Board,
     memo: FitMemo,
+    small: bool,
 ) -> None:
     # Groups are independent: each placed on its own ends where the copies placed in
     # turn on the first node that fits would end.
@@ -461,7 +492,7 @@ def _first_and_blocker(
     else:
         refs, moved = _refs(q, workload, board, count), None
     out.blocked, out.blocker = _explain_next(
-        q, world, opts, workload, refs, placed, moved, per_copy, pending, memo
+        q, world, opts, workload, refs, placed, moved, per_copy, pending, memo, small
     )
 
 
@@ -540,6 +571,7 @@ def _explain_next(
     per_copy: Sequence[ResourceClaim],
     pending: Sequence[ResourceClaim],
     memo: FitMemo,
+    small: bool,
 ) -> tuple[list[ClaimExplanation], str]:
     """`why` for the claims of the next copy, in the world with the `copies` placed
     (their allocations by pool: `placed`, the standing sum of `board` when given)."""
@@ -562,6 +594,9 @@ def _explain_next(
     for c in claims:
         found = explainer.explain(c, index, world.classes, rules=world.taint_rules)
         if found.verdict not in ("Unallocatable", "Error"):
+            memo.searched = True
+            if small:
+                raise Overgrown("the next copy is explained by a search on every node")
             if results is None:
                 results = _judged_after(q, world, opts, placed)
             found = explainer.explain(

@@ -3,7 +3,7 @@ controller/capacity.py): FitMemo."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from draview.api.world import World
@@ -62,6 +62,10 @@ class FitMemo:
     # The workload and rules last asked with, and their claims as read (fit._read);
     # kept when the memo is cleared, as `cel`.
     read: tuple[object, object, ReadClaims] | None = None
+    # The next copy's explanation searched every node at the last asking (fit's
+    # _explain_next): an asking again would too (`small`).
+    searched: bool = False
+    regroup: bool = False  # the groups are to be made again (groups_of)
 
     @property
     def reused(self) -> bool:
@@ -74,7 +78,7 @@ class FitMemo:
         self.key, self.question, self._explainer = None, None, None
         self.board = self.index = self.indexed_with = None
         self.nodes = self.groups = None
-        self.gone = False
+        self.gone = self.searched = self.regroup = False
 
     def begin(self, key: object, question: Question) -> None:
         self.clear()
@@ -95,8 +99,27 @@ class FitMemo:
         if self.board is not None:
             self.board.forget(affected)
         self.stale |= q.changed
-        self.gone = any(k not in q.by_key for k in q.changed)
+        # Until settled: an asking that stopped short (Overgrown) is asked again.
+        self.gone = self.gone or any(k not in q.by_key for k in q.changed)
         return q
+
+    def small(self, changed: Collection[PoolKey], limit: int) -> bool:
+        """Whether asking again after the pools `changed` were judged again, their
+        slices the same (only what they hold differs), stays small: the question kept,
+        at most `limit` nodes searched again, the groups the same, the budget far from
+        its end, and the next copy explained without a search on every node. Then fit's
+        `small` raises Overgrown only where this cannot see ahead."""
+        q, board = self.question, self.board
+        if q is None or board is None or self.searched or 2 * q.searches > q.budget:
+            return False
+        nodes: set[NodeName] = set()
+        for key in changed:
+            if key not in q.by_key or key in q.shaky or key in q.index.bystanders:
+                return False
+            nodes.update(q.index.nodes_of(key))
+            if len(nodes) > limit:
+                return False
+        return True
 
     def board_for(self, groups: Sequence[tuple[NodeName, ...]], nodes: Sequence[NodeName]) -> Board:
         """The board of these groups: the last asking's when they are the same."""
@@ -175,13 +198,26 @@ class FitMemo:
             hit = self.indexed[r.key] = (r, refs, devices, judged)
         index.add(r, hit[2])
 
-    def groups_of(self, q: Question, nodes: Sequence[NodeName]) -> list[tuple[NodeName, ...]]:
+    def groups_of(
+        self, q: Question, nodes: Sequence[NodeName], small: bool = False
+    ) -> list[tuple[NodeName, ...]] | None:
         """node_groups, or the groups of the last asking when the nodes are the same and no
-        node gathering a pool judged again now finds other relevant pools."""
-        same = self.groups is not None and self.nodes == nodes
+        node gathering a pool judged again now finds other relevant pools; `small`: None
+        rather than make them again (a pass over every node), which the next asking
+        does."""
+        same = (
+            not self.regroup
+            and self.groups is not None
+            and (self.nodes is nodes or self.nodes == nodes)
+        )
         if same and all(q.relevant(n) == old for n, old in q.relevant_before.items()):
             assert self.groups is not None
             return self.groups
+        if small:
+            # Asked again, the pools judged since are no longer told apart: made then.
+            self.regroup = True
+            return None
+        self.regroup = False
         self.nodes, self.groups = nodes, [tuple(g) for g in node_groups(q, nodes)]
         return self.groups
 
@@ -198,6 +234,7 @@ class FitMemo:
             return
         if self.gone:
             self.prune(results)
+            self.gone = False
         q.shed()
 
     def prune(self, results: Sequence[PoolResult]) -> None:
