@@ -289,17 +289,15 @@ def _read(workload: Workload, rules: Rules, memo: FitMemo | None) -> ReadClaims:
     """Each copy's claims and the shared ones the first allocates, as the release reads
     them, and merged for one Allocate call; kept in the memo for the same workload and
     rules (a probe asks them at every asking)."""
-    kept = memo.read if memo is not None else None
-    if kept is not None and kept[0] is workload and kept[1] is rules:
-        return kept[2]
-    per_copy = tuple(as_read(_copy_claim(c, 0), rules) for c in workload.claims)
-    pending = tuple(as_read(c, rules) for c in workload.shared if not c.allocated)
-    merged = merge_claims(per_copy)
-    first = merge_claims([*per_copy, *pending]) if pending else merged
-    found = (per_copy, pending, merged, first)
-    if memo is not None:
-        memo.read = (workload, rules, found)
-    return found
+
+    def read() -> ReadClaims:
+        per_copy = tuple(as_read(_copy_claim(c, 0), rules) for c in workload.claims)
+        pending = tuple(as_read(c, rules) for c in workload.shared if not c.allocated)
+        merged = merge_claims(per_copy)
+        first = merge_claims([*per_copy, *pending]) if pending else merged
+        return per_copy, pending, merged, first
+
+    return read() if memo is None else memo.derived("read", (workload, rules), read)
 
 
 def _selector_cache(
@@ -578,14 +576,18 @@ def _explain_next(
     # Only the pools the copies took devices in are judged again, with the world's
     # allocations the question indexed and the copies' added; judged to be explained,
     # never shown, so without the figures only a pool's status shows.
-    opts = replace(opts, fragmentation=False)
+    opts = memo.derived("judged", (opts,), lambda: replace(opts, fragmentation=False))
     index = memo.index_after(world, opts, q.results, q.base, placed, board)
     results: list[PoolResult] | None = None
     if index is None:
         results = _judged_after(q, world, opts, placed)
         index = DeviceIndex.build(results, world.taint_rules)
     explainer = memo.explainer(q.cel)
-    claims = [_copy_claim(c, copies + 1) for c in per_copy]
+    claims = list(
+        memo.derived(
+            "next", (per_copy, copies), lambda: [_copy_claim(c, copies + 1) for c in per_copy]
+        )
+    )
     if not copies:
         claims.extend(pending)
     # The estimate's words first (every device's reason); the search only where the

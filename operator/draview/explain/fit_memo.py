@@ -3,8 +3,9 @@ controller/capacity.py): FitMemo."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from draview.api.world import World
 from draview.cel import CelEngine
@@ -13,9 +14,11 @@ from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
 from draview.explain.fit_board import Board
-from draview.explain.fit_search import NodeName, Question, ReadClaims, node_groups
+from draview.explain.fit_search import NodeName, Question, node_groups
 from draview.explain.index import DeviceIndex, PoolDevices, index_judged, index_pool
 from draview.explain.why import Explainer
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -59,9 +62,9 @@ class FitMemo:
     groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
     gone: bool = False  # some pool asked about last time is not now
     once: bool = False  # asked once (fit without a memo): nothing kept is read again
-    # The workload and rules last asked with, and their claims as read (fit._read);
-    # kept when the memo is cleared, as `cel`.
-    read: tuple[object, object, ReadClaims] | None = None
+    # What fit works out of the workload at every asking (`derived`), with what it was
+    # worked out of; kept when the memo is cleared, as `cel`.
+    _derived: dict[str, tuple[tuple[object, ...], object]] = field(default_factory=dict)
     # The next copy's explanation searched every node at the last asking (fit's
     # _explain_next): an asking again would too (`small`).
     searched: bool = False
@@ -71,6 +74,17 @@ class FitMemo:
     def reused(self) -> bool:
         """This asking took some group's reach from an earlier one."""
         return self.board is not None and self.board.reused
+
+    def derived(self, tag: str, of: tuple[object, ...], make: Callable[[], T]) -> T:
+        """make(), kept while `of` is the same (the same objects, compared in C before
+        their values): what a probe works out of its workload and options at every
+        asking, the claims as read and copied, cost more than a touched pool's fold."""
+        hit = self._derived.get(tag)
+        if hit is not None and hit[0] == of:
+            return cast(T, hit[1])
+        value = make()
+        self._derived[tag] = (of, value)
+        return value
 
     def clear(self) -> None:
         self.indexed.clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import islice, product
 from operator import attrgetter
 
@@ -364,7 +364,7 @@ class Question:
         out = []
         for p in self.pools(node, combo):
             mine = by_pool.get((p.driver, p.pool))
-            out.append(p if not mine else replace(p, allocated=self._allocated(p, tuple(mine))))
+            out.append(p if not mine else p.holding(self._allocated(p, tuple(mine))))
         return out
 
     def resumes_on(self, node: NodeName) -> bool:

@@ -74,6 +74,24 @@ class NodePool:
     # (its devices, and search.py `_static`), kept with the pool's prepared slices.
     checks: list[dict[object, object]] = field(default_factory=list)
 
+    def holding(self, allocated: AllocatedState) -> NodePool:
+        """The pool with `allocated` for its state: dataclasses.replace without its work
+        per field, for the searches of fit, which make one per pool a copy took devices
+        in (every field is passed on: test_gather_holding)."""
+        return NodePool(
+            self.driver,
+            self.pool,
+            self.incomplete,
+            self.invalid,
+            self.slices,
+            self.parsed,
+            allocated,
+            self.binding,
+            self.firsts,
+            self.names,
+            self.checks,
+        )
+
 
 @dataclass(slots=True)
 class GatherIndex:
