@@ -6,7 +6,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from draview.api.claims import Constraint, DeviceChoice, ResourceClaim
 from draview.api.taints import DeviceClass, DeviceTaintRule
@@ -15,6 +15,7 @@ from draview.engine.aborts import ABORTS, MAY_ABORT
 from draview.engine.model import PoolKey
 from draview.engine.node_match import device_reaches
 from draview.engine.pool import PoolResult
+from draview.engine.validate import CounterKey
 from draview.explain.allocatable import Allocatability, allocatable_steps, judged_with
 from draview.explain.checks import capacity_problem, taint_text, untolerated
 from draview.explain.chunked import Chunked
@@ -30,6 +31,9 @@ NETWORK = ""  # devices not bound to one node: reachable from any node they sele
 # Devices looked at between two steps (explain/steps.py): a selector evaluated for the
 # first time costs about a millisecond a device.
 DEVICES_PER_STEP = 32
+# A kept fold is patched where at most one device in this many is judged again; beyond,
+# each patch's inserts cost more than folding the pool anew.
+PATCHED_AT_MOST = 4
 # What a device's selectors answer, as a fold keeps it (PoolDevices.checks); _ASK: an
 # error, evaluated again where met.
 _MISSES, _MATCHES, _ASK = 0, 1, 2
@@ -137,23 +141,57 @@ def _reason_code(reason: str) -> int:
     return found
 
 
-def _readable(
-    before: tuple[PoolDevices, _Fold] | None, pool: PoolDevices, checks_known: bool
-) -> tuple[Sequence[IndexedDevice], bytearray, _Fold]:
-    """The last index entry's devices, codes and fold of a pool folded again, when what
-    became of its devices can be read back: the same slices (and their selector answers
-    known), as many devices, and the same counters left; else nothing to read."""
-    if before is None or not checks_known:
-        return (), bytearray(), _Fold()
+@dataclass(frozen=True, slots=True)
+class _Readable:
+    """A pool's last index entry's devices and the codes and fold made of them, and the
+    counters whose left changed since (a device that debits one is judged again)."""
+
+    devices: Sequence[IndexedDevice]
+    codes: bytearray
+    fold: _Fold
+    moved: frozenset[CounterKey]
+
+
+def _readable(before: tuple[PoolDevices, _Fold] | None, pool: PoolDevices) -> _Readable | None:
+    """What the pool's last fold can be patched from: the same slices (whose selector
+    answers the caller knows) and as many devices; None otherwise."""
+    if before is None:
+        return None
     entry, fold = before
     if (
         fold.codes is None
         or entry.checks is not pool.checks
         or len(entry.devices) != len(pool.devices)
-        or not (entry.remaining is pool.remaining or entry.remaining == pool.remaining)
     ):
-        return (), bytearray(), _Fold()
-    return entry.devices, fold.codes, fold
+        return None
+    was, now = entry.remaining, pool.remaining
+    moved: frozenset[CounterKey] = frozenset()
+    if was is not now and was != now:
+        moved = frozenset(k for k in was.keys() | now.keys() if was.get(k) != now.get(k))
+    return _Readable(entry.devices, fold.codes, fold, moved)
+
+
+def _to_judge(devices: Sequence[IndexedDevice], kept: _Readable) -> list[int]:
+    """The places of the devices to judge again: those not the same object as in the
+    kept entry (found in C), and those that debit a counter whose left changed."""
+    redo = list(changed_places(devices, kept.devices))
+    if kept.moved:
+        again = set(redo)
+        redo = sorted(
+            again.union(
+                i for i, d in enumerate(devices) if d.debits and not _debits_none_of(d, kept.moved)
+            )
+        )
+    return redo
+
+
+def _debits_none_of(d: IndexedDevice, moved: frozenset[CounterKey]) -> bool:
+    """Whether the device debits none of the counters `moved` (a loop, not all() over
+    a generator: it runs for most devices of a pool folded again)."""
+    for ckey, _ in d.debits:  # noqa: SIM110
+        if ckey in moved:
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,96 +514,153 @@ class Explainer:
     ) -> Steps[None]:
         """Judge the pool's devices for the choice into `out`, in their order. `before`:
         the pool's last index entry and its fold for the same choice, kept (`_kept`):
-        what became of a device that is the same object there is read back, where the
-        pool's slices and counters left are the same (a device's blocker depends on
-        nothing else of the pool)."""
-        per_node = out.per_node
+        when only a few devices may have changed, that fold is patched where they are
+        (`_patch`)."""
         match = self.cel.matcher(asked.selectors, asked.lists)
-        choice, node, labels = asked.choice, asked.node, asked.labels
-        fractional = asked.index.fractional
         # What the selectors answer for each device, learnt by the first fold of the
         # pool's slices and kept with them (PoolDevices.checks): a pool folded again
         # after a claim change looks it up.
         checks, key = pool.checks, (asked.selectors, asked.lists)
         known = checks.get(key) if checks is not None else None
+        if self._codes and known is not None:
+            kept = _readable(before, pool)
+            if kept is not None:
+                redo = _to_judge(pool.devices, kept)
+                if len(redo) * PATCHED_AT_MOST <= len(pool.devices):
+                    self._patch(out, pool, asked, kept, redo, known, match)
+                    return
         learnt = bytearray(len(pool.devices)) if checks is not None and known is None else None
         codes = out.codes = bytearray(len(pool.devices)) if self._codes else None
-        old, old_codes, old_fold = _readable(before, pool, known is not None)
+        per_node = out.per_node
         detailed = erred = 0  # to tell whether two devices share an id
-        # One loop, both ways inlined: it runs for every device of the world in a
-        # question asked anew.
         for i, d in enumerate(pool.devices):
             if i % DEVICES_PER_STEP == 0:
                 yield
-            if old and d is old[i]:
-                code = old_codes[i]
-                if codes is not None:
-                    codes[i] = code
-                if code == _SKIPPED:
-                    continue
-                name = d.id
-                if code == _ERRED:
-                    out.runtime_errors[name] = old_fold.runtime_errors[name]
-                    erred += 1
-                    continue
-                out.matched += 1
-                if code == _FREE:
-                    out.free.append(name)
-                    where = d.device.node_name or d.slice.node_name or NETWORK
-                    per_node[where] = per_node.get(where, 0) + 1
-                    continue
-                out.blocked.setdefault(_REASONS[code - _BLOCKED], []).append(name)
-                detail = old_fold.details.get(name)
-                if detail is not None:
-                    out.details[name] = detail
-                    detailed += 1
+            code, text = self._judged(d, i, known, learnt, match, asked, pool)
+            if codes is not None:
+                codes[i] = code
+            if code == _SKIPPED:
                 continue
-            result: EvalResult
-            seen = _ASK if known is None else known[i]
-            if seen == _MATCHES:
-                result = True
-            elif seen == _MISSES:
-                result = False
-            else:
-                result = match(d.driver, d.device, d.cache_key)
-                if learnt is not None:
-                    learnt[i] = _MATCHES if result is True else _MISSES if result is False else _ASK
-            if not d.pool_complete or not d.pool_valid:
-                # The allocator skips such pools without evaluating their devices.
-                if result is True:
-                    out.matched += 1
-                    reason = "PoolIncomplete" if not d.pool_complete else "PoolInvalid"
-                    out.blocked.setdefault(reason, []).append(d.id)
-                    if codes is not None:
-                        codes[i] = _reason_code(reason)
-                continue
-            if isinstance(result, CelRuntimeError):
-                out.runtime_errors[d.id] = str(result)
+            name = d.id
+            if code == _ERRED:
+                out.runtime_errors[name] = cast(str, text)
                 erred += 1
-                if codes is not None:
-                    codes[i] = _ERRED
-                continue
-            if not result:
                 continue
             out.matched += 1
-            blocker = self._blocker(d, choice, pool, fractional, node, labels)
-            name = d.id
-            if blocker is None:
+            if code == _FREE:
                 out.free.append(name)
                 where = d.device.node_name or d.slice.node_name or NETWORK
                 per_node[where] = per_node.get(where, 0) + 1
-                if codes is not None:
-                    codes[i] = _FREE
-            else:
-                out.blocked.setdefault(blocker[0], []).append(name)
-                out.details[name] = blocker[1]
+                continue
+            out.blocked.setdefault(_REASONS[code - _BLOCKED], []).append(name)
+            if text is not None:
+                out.details[name] = text
                 detailed += 1
-                if codes is not None:
-                    codes[i] = _reason_code(blocker[0])
         if learnt is not None and checks is not None:
             checks[key] = bytes(learnt)
         if detailed != len(out.details) or erred != len(out.runtime_errors):
             out.codes = None  # two devices share an id: not read back
+
+    def _judged(
+        self,
+        d: IndexedDevice,
+        i: int,
+        known: bytes | None,
+        learnt: bytearray | None,
+        match: Any,
+        asked: _Asked,
+        pool: PoolDevices,
+    ) -> tuple[int, str | None]:
+        """What becomes of the pool's device i for the choice: _SKIPPED, _FREE, _ERRED
+        (with the error) or its blocker's code (with the detail, if any)."""
+        result: EvalResult
+        seen = _ASK if known is None else known[i]
+        if seen == _MATCHES:
+            result = True
+        elif seen == _MISSES:
+            result = False
+        else:
+            result = match(d.driver, d.device, d.cache_key)
+            if learnt is not None:
+                learnt[i] = _MATCHES if result is True else _MISSES if result is False else _ASK
+        if not d.pool_complete or not d.pool_valid:
+            # The allocator skips such pools without evaluating their devices.
+            if result is not True:
+                return _SKIPPED, None
+            return _reason_code("PoolIncomplete" if not d.pool_complete else "PoolInvalid"), None
+        if isinstance(result, CelRuntimeError):
+            return _ERRED, str(result)
+        if not result:
+            return _SKIPPED, None
+        blocker = self._blocker(
+            d, asked.choice, pool, asked.index.fractional, asked.node, asked.labels
+        )
+        if blocker is None:
+            return _FREE, None
+        return _reason_code(blocker[0]), blocker[1]
+
+    def _patch(
+        self,
+        out: _Fold,
+        pool: PoolDevices,
+        asked: _Asked,
+        kept: _Readable,
+        redo: list[int],
+        known: bytes,
+        match: Any,
+    ) -> None:
+        """`out` is the kept fold with the devices at `redo` judged again: each taken out
+        of the list it was in and put into the one it is in now, at its place in device
+        order (counted in C over the codes before it); the free devices by node and the
+        errors made again in device order from the codes."""
+        devices = pool.devices
+        codes = out.codes = bytearray(kept.codes)
+        old = kept.fold
+        free, details = list(old.free), dict(old.details)
+        blocked = {reason: list(ids) for reason, ids in old.blocked.items()}
+        errors = dict(old.runtime_errors)
+        matched = old.matched
+        for i in redo:
+            d = devices[i]
+            code, text = self._judged(d, i, known, None, match, asked, pool)
+            was = codes[i]
+            name = d.id
+            if was == _FREE:
+                del free[codes.count(_FREE, 0, i)]
+            elif was >= _BLOCKED:
+                ids = blocked[_REASONS[was - _BLOCKED]]
+                del ids[codes.count(was, 0, i)]
+                if not ids:
+                    del blocked[_REASONS[was - _BLOCKED]]
+                details.pop(name, None)
+            if was == _FREE or was >= _BLOCKED:
+                matched -= 1
+            codes[i] = code
+            if code == _FREE:
+                free.insert(codes.count(_FREE, 0, i), name)
+            elif code == _ERRED:
+                errors[name] = cast(str, text)
+            elif code >= _BLOCKED:
+                blocked.setdefault(_REASONS[code - _BLOCKED], []).insert(
+                    codes.count(code, 0, i), name
+                )
+                if text is not None:
+                    details[name] = text
+            if code == _FREE or code >= _BLOCKED:
+                matched += 1
+        out.matched, out.free, out.blocked, out.details = matched, free, blocked, details
+        at = codes.find(_FREE)
+        while at != -1:
+            d = devices[at]
+            where = d.device.node_name or d.slice.node_name or NETWORK
+            out.per_node[where] = out.per_node.get(where, 0) + 1
+            at = codes.find(_FREE, at + 1)
+        if errors:
+            at = codes.find(_ERRED)
+            while at != -1:
+                name = devices[at].id
+                out.runtime_errors[name] = errors[name]
+                at = codes.find(_ERRED, at + 1)
 
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
         """Forget the folds of pools not among `keys`."""
