@@ -386,6 +386,10 @@ class PreparedPool:
     # The same for the current slices' devices in order, as `why` folds them
     # (explain/index.py PoolDevices.checks).
     index_checks: dict[object, bytes] = field(default_factory=dict, compare=False, repr=False)
+    # And per counter set, the places there of the devices that debit it, made when
+    # first needed (explain/index.py PoolDevices.debiting): a kept fold judges those of
+    # a set whose counters moved again. Empty until then, one map after.
+    index_sets: list[dict[str, list[int]]] = field(default_factory=list, compare=False, repr=False)
     # Per view (by id), where the devices consuming from each counter set sit
     # (engine/judged.py): judging the devices a claim change touches looks them up.
     by_set: dict[int, dict[str, list[tuple[int, int]]]] = field(

@@ -3,7 +3,7 @@ kept per pool so that a pool judged again is indexed again on its own."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 
@@ -59,6 +59,22 @@ class PoolDevices:
     # request's selectors answer for each, kept with the prepared slices (why.py
     # `_fold`).
     checks: dict[object, bytes] | None = None
+    # With `checks`: where the devices that debit each counter set sit (`debiting`).
+    sets: list[dict[str, list[int]]] | None = None
+
+    def debiting(self, sets: Iterable[str]) -> set[int]:
+        """The places of the devices that debit any of the counter sets; a place per
+        device that debits something when the map is not kept (no `sets`)."""
+        if self.sets is None:
+            return {i for i, d in enumerate(self.devices) if d.debits}
+        if not self.sets:
+            by_set: dict[str, list[int]] = {}
+            for i, d in enumerate(self.devices):
+                for name in {ckey[0] for ckey, _ in d.debits}:
+                    by_set.setdefault(name, []).append(i)
+            self.sets.append(by_set)
+        found = self.sets[0]
+        return {i for name in sets for i in found.get(name, ())}
 
     def counters_fit(self, d: IndexedDevice) -> bool:
         """Whether what is left of the counters covers what the device (of this pool)
@@ -128,7 +144,7 @@ def index_judged(
                 d.pool_complete,
                 d.pool_valid,
             )
-        return PoolDevices(devices, judged.left, before.checks)
+        return PoolDevices(devices, judged.left, before.checks, before.sets)
     by_slice = list(zip(prepared.current, judged.statuses, strict=True))
     return _pool_devices(result, by_slice, prepared.parsed, judged.left, rules)
 
@@ -174,7 +190,7 @@ def _pool_devices(
             )
     if not everyone or prepared is None:
         return PoolDevices(devices, remaining)
-    return PoolDevices(devices, remaining, prepared.index_checks)
+    return PoolDevices(devices, remaining, prepared.index_checks, prepared.index_sets)
 
 
 @dataclass(slots=True)

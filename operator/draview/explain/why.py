@@ -171,27 +171,14 @@ def _readable(before: tuple[PoolDevices, _Fold] | None, pool: PoolDevices) -> _R
     return _Readable(entry.devices, fold.codes, fold, moved)
 
 
-def _to_judge(devices: Sequence[IndexedDevice], kept: _Readable) -> list[int]:
+def _to_judge(pool: PoolDevices, kept: _Readable) -> list[int]:
     """The places of the devices to judge again: those not the same object as in the
-    kept entry (found in C), and those that debit a counter whose left changed."""
-    redo = list(changed_places(devices, kept.devices))
+    kept entry (found in C), and those that debit from a counter set some counter of
+    which has another left (PoolDevices.debiting)."""
+    redo = list(changed_places(pool.devices, kept.devices))
     if kept.moved:
-        again = set(redo)
-        redo = sorted(
-            again.union(
-                i for i, d in enumerate(devices) if d.debits and not _debits_none_of(d, kept.moved)
-            )
-        )
+        redo = sorted(pool.debiting({ckey[0] for ckey in kept.moved}).union(redo))
     return redo
-
-
-def _debits_none_of(d: IndexedDevice, moved: frozenset[CounterKey]) -> bool:
-    """Whether the device debits none of the counters `moved` (a loop, not all() over
-    a generator: it runs for most devices of a pool folded again)."""
-    for ckey, _ in d.debits:  # noqa: SIM110
-        if ckey in moved:
-            return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +512,7 @@ class Explainer:
         if self._codes and known is not None:
             kept = _readable(before, pool)
             if kept is not None:
-                redo = _to_judge(pool.devices, kept)
+                redo = _to_judge(pool, kept)
                 if len(redo) * PATCHED_AT_MOST <= len(pool.devices):
                     self._patch(out, pool, asked, kept, redo, known, match)
                     return
