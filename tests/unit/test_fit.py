@@ -115,6 +115,7 @@ def _asked_again(
     budget: int | None = None,
     before: list[dict[str, Any]] | None = None,
     after: list[dict[str, Any]] | None = None,
+    hint: list[tuple[str, str]] | None = None,
 ) -> tuple[bool, Any, bool]:
     """`before` (two_nodes) asked with `memo`, then `after` (a device of `pool` taken),
     every other pool's result the same object: what memo.small said first, the answer,
@@ -131,7 +132,7 @@ def _asked_again(
     assert sum(a is not r for a, r in zip(again, results, strict=True)) == 1
     said = memo.small([("gpu.example.com", pool)], 8)
     kw = {} if budget is None else {"budget": budget}
-    ask = {"results": again, "allocations": base, "memo": memo, **kw}
+    ask = {"results": again, "allocations": base, "memo": memo, "changed": hint, **kw}
     try:
         return said, fit(then, _one_gpu(), small=small, **ask), False
     except Overgrown as exc:
@@ -210,6 +211,15 @@ def test_a_network_pool_filled_and_freed_splits_and_joins_the_groups() -> None:
         assert memo.groups == fresh.groups
         # Filled, each node is a group; free, node-a and node-b are one.
         assert (len(memo.groups or ()), got.copies) == ((3, 3) if after is taken else (2, 4))
+
+
+def test_the_pools_judged_again_are_taken_from_a_hint_only_where_it_holds() -> None:
+    """Told which pools were judged again (a probe knows), fit compares only those;
+    a hint naming a pool it does not hold is not trusted, and every pool is compared."""
+    fresh = fit(world(*_changed("node-b")), _one_gpu())
+    for hint in ([("gpu.example.com", "node-b")], [("gpu.example.com", "elsewhere")]):
+        _, got, _ = _asked_again(FitMemo(), "node-b", True, hint=hint)
+        _same(got, fresh)
 
 
 def test_a_small_asking_that_would_grow_clears_the_memo() -> None:

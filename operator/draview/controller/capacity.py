@@ -409,10 +409,10 @@ class CapacityProbes:
                 # through another core's cache, and the hand-over cost as much as such
                 # an asking. One that turns out larger goes to the worker anew.
                 with contextlib.suppress(Overgrown):
-                    found = _fit(world, p, self.options, fresh, None, small=True)
+                    found = _fit(world, p, self.options, fresh, None, moved, small=True)
             if found is None:
                 found = await asyncio.to_thread(
-                    _fit, world, p, self.options, fresh, p.spec.max_copies
+                    _fit, world, p, self.options, fresh, p.spec.max_copies, moved
                 )
         except BaseException as exc:
             # Perhaps half judged: the next asking gathers every pool again.
@@ -546,11 +546,14 @@ def _fit(
     options: EngineOptions,
     fresh: list[PoolKey],
     count: int | None,
+    moved: list[PoolKey] | None,
     small: bool = False,
 ) -> FitResult:
-    """In a worker thread: the pools judged again (`fresh`; every other pool's
-    judgement was made at an earlier asking), then fit with the probe's memo (one
-    asking at a time: the probe is not touched meanwhile)."""
+    """In a worker thread, or on the event loop when `small`: the pools judged again
+    (`fresh`; every other pool's judgement was made at an earlier asking), then fit
+    with the probe's memo (one asking at a time: the probe is not touched meanwhile),
+    told which pools were judged again since (`moved`, when _gather knows). On the
+    loop it is handed the kept lists themselves; the worker thread gets copies."""
     assert p.workload is not None and p.gathered is not None
     judged, gathered = p.judged, p.gathered
     for key in fresh:
@@ -563,9 +566,10 @@ def _fit(
         p.workload,
         options,
         count=count,
-        results=cast(list[PoolResult], list(gathered.results)),
+        results=cast(list[PoolResult], gathered.results if small else list(gathered.results)),
         cel=p.cel,
-        allocations=dict(gathered.allocations),
+        allocations=gathered.allocations if small else dict(gathered.allocations),
         memo=p.memo,
         small=small,
+        changed=moved,
     )

@@ -29,7 +29,7 @@ From what each group can reach, `copies` is what fits whatever the placement and
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast, overload
 
@@ -203,16 +203,19 @@ def fit(
     allocations: Mapping[PoolKey, Sequence[AllocRef]] | None = None,
     memo: FitMemo | None = None,
     small: bool = False,
+    changed: Collection[PoolKey] | None = None,
 ) -> FitResult:
     """How many copies of `workload` fit in `world` (see the module's docstring).
     `count`: stop at that many; `results`: compute_world(world, options), when the
     caller has them; `allocations`: index_allocations(world.claims), when the caller
     has them (world.claims is then not read); `memo`: what asking the same workload
     last left (FitMemo), for a caller that asks again as pools are judged again;
-    `small`: raise Overgrown rather than do more than FitMemo.small promised."""
+    `small`: raise Overgrown rather than do more than FitMemo.small promised;
+    `changed`: the only pools whose results may be other objects than at the memo's
+    last asking, in the same places (the caller keeps them so: a capacity probe)."""
     try:
         return _answer(
-            world, workload, options, count, budget, results, cel, allocations, memo, small
+            world, workload, options, count, budget, results, cel, allocations, memo, small, changed
         )
     except Overgrown as exc:
         if memo is not None and not exc.kept:
@@ -235,6 +238,7 @@ def _answer(
     allocations: Mapping[PoolKey, Sequence[AllocRef]] | None,
     memo: FitMemo | None,
     small: bool = False,
+    changed: Collection[PoolKey] | None = None,
 ) -> FitResult:
     opts = options or EngineOptions()
     rules = rules_for(opts.profile)
@@ -255,7 +259,7 @@ def _answer(
     if memo is None or not kept:
         memo = FitMemo(cel=cel, once=True)  # copies that share a claim: one group, anew
     key = (workload, opts, count, budget, tuple(world.classes), tuple(world.taint_rules), id(cel))
-    q = memo.renewed(key, results, base)
+    q = memo.renewed(key, results, base, changed)
     if q is None:
         if small:
             raise Overgrown("asked anew")

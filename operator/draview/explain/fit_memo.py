@@ -99,15 +99,20 @@ class FitMemo:
         self.key, self.question = key, question
 
     def renewed(
-        self, key: object, results: Sequence[PoolResult], base: Mapping[PoolKey, Sequence[AllocRef]]
+        self,
+        key: object,
+        results: Sequence[PoolResult],
+        base: Mapping[PoolKey, Sequence[AllocRef]],
+        hint: Collection[PoolKey] | None = None,
     ) -> Question | None:
-        """The question kept, brought up to `results`; None when it must start over."""
+        """The question kept, brought up to `results` (`hint`: Question.renew's); None
+        when it must start over."""
         if self.board is not None:
             self.board.reused = False
         q = self.question
         if q is None or key != self.key:
             return None
-        affected = q.renew(results, base)
+        affected = q.renew(results, base, hint)
         if affected is None:
             return None
         if self.board is not None:

@@ -6,7 +6,7 @@ reach. The module docstring of explain/fit.py says how the answer is read from i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice, product
 from operator import attrgetter
@@ -177,6 +177,7 @@ class Question:
         self.index = GatherIndex.build(results)
         self.by_key = {r.key: r for r in results}
         self._seen = list(results)  # a copy: the caller's list may change
+        self._place = {r.key: i for i, r in enumerate(results)}  # in _seen
         shaky = ambiguous(results)
         self.shaky = set(shaky)
         # Where slices disagree on resourceSliceCount, every count the list may make
@@ -217,13 +218,19 @@ class Question:
         self.changed: set[PoolKey] = set()
 
     def renew(
-        self, results: Sequence[PoolResult], base: Mapping[PoolKey, Sequence[AllocRef]]
+        self,
+        results: Sequence[PoolResult],
+        base: Mapping[PoolKey, Sequence[AllocRef]],
+        hint: Collection[PoolKey] | None = None,
     ) -> set[NodeName] | None:
         """Take the pools as judged now, for the same question asked again (FitMemo):
         the nodes that gather a pool judged again (or gone, or new), whose cached pools
         and searches are forgotten. None when the question must start over: a pool that
-        every node gathers, or whose slices disagree on resourceSliceCount, changed."""
-        changed, now = _changed(self._seen, results, self.by_key)
+        every node gathers, or whose slices disagree on resourceSliceCount, changed.
+        `hint`: the only pools whose results may be other objects, in the same places
+        (a capacity probe knows them)."""
+        found = self._hinted(results, hint) if hint is not None else None
+        changed, now = found if found is not None else _changed(self._seen, results, self.by_key)
         affected: set[NodeName] = set()
         for key in changed:
             if key in self.shaky or key in self.index.bystanders:
@@ -240,7 +247,9 @@ class Question:
                 return None
             affected.update(self.index.nodes_of(key))
         self.results, self.base, self.by_key = results, base, now
-        self._seen = list(results)
+        if found is None:
+            self._seen = list(results)
+            self._place = {r.key: i for i, r in enumerate(results)}
         self.changed = changed
         self.searches = 0
         # What the affected nodes' relevant pools were: groups stay as they were when
@@ -259,6 +268,26 @@ class Question:
         self._lefts.clear()
         self._given.clear()
         return affected
+
+    def _hinted(
+        self, results: Sequence[PoolResult], hint: Collection[PoolKey]
+    ) -> tuple[set[PoolKey], dict[PoolKey, PoolResult]] | None:
+        """_changed from the hint: the hinted pools whose results are other objects,
+        `_seen` and `by_key` patched in their places; None when the results are not in
+        the places `_seen` has them (compared in full then)."""
+        seen, by_key = self._seen, self.by_key
+        if len(results) != len(seen):
+            return None
+        moved: list[tuple[int, PoolResult]] = []
+        for key in hint:
+            i = self._place.get(key)
+            if i is None or results[i].key != key:
+                return None
+            if results[i] is not seen[i]:
+                moved.append((i, results[i]))
+        for i, r in moved:
+            seen[i] = by_key[r.key] = r
+        return {r.key for _, r in moved}, by_key
 
     def shed(self) -> None:
         """Between askings (FitMemo): drop the nodes' pools, the states the copies made
