@@ -15,7 +15,7 @@ def test_holding_passes_on_every_field_but_the_state() -> None:
         f.name: AllocatedState() if f.name == "allocated" else f"value-{i}"
         for i, f in enumerate(fields(NodePool))
     }
-    pool = NodePool(**values)  # type: ignore[arg-type]
+    pool = NodePool(**values)
     state = AllocatedState()
     held = pool.holding(state)
     assert held.allocated is state and held is not pool

@@ -333,6 +333,8 @@ class NodeSearch:
             used = pool.allocated.capacity
             static = self._static(data, pool, sj, devices)
             left: Counted | None = None
+            available: Mapping[CounterKey, int] = {}
+            taken: dict[CounterKey, int] = {}
             for dj in range(first, len(devices)):
                 known = static[dj] if static is not None else _UNKNOWN
                 if known == _NEVER:
@@ -358,8 +360,17 @@ class NodeSearch:
                 if early and dev.consumes_counters and not dev.allow_multiple_allocations:
                     if left is None:
                         left = counters.counted(pool)
-                    if left.short(d.debits):
+                        available, taken = left.available, left.consumed
+                    if left.overdrawn:
                         continue
+                    # Counted.short, inlined: most devices a walk passes stop here.
+                    for ckey, n in d.debits:
+                        has = available.get(ckey)
+                        if has is not None and has < taken.get(ckey, 0) + n:
+                            break
+                    else:
+                        yield (pi, sj, dj), d, pool
+                    continue
                 yield (pi, sj, dj), d, pool
 
     def _static(
