@@ -290,6 +290,60 @@ class _Standing:
         )
 
 
+@dataclass(slots=True)
+class _Patched:
+    """A kept fold's lists, copied to be patched where devices were judged again
+    (Explainer._patch): a device's place in its list is counted in C over the codes
+    of the devices before it, which are in device order as the lists are."""
+
+    free: list[str]
+    blocked: dict[str, list[str]]
+    details: dict[str, str]
+    errors: dict[str, str]  # by name; put in device order by the caller
+    matched: int
+
+    @classmethod
+    def of(cls, fold: _Fold) -> _Patched:
+        return cls(
+            list(fold.free),
+            {reason: list(ids) for reason, ids in fold.blocked.items()},
+            dict(fold.details),
+            dict(fold.runtime_errors),
+            fold.matched,
+        )
+
+    def take(self, codes: bytearray, i: int, name: str) -> None:
+        """Device i, as its code says, out of the list it is in."""
+        was = codes[i]
+        if was == _FREE:
+            del self.free[codes.count(_FREE, 0, i)]
+        elif was >= _BLOCKED:
+            reason = _REASONS[was - _BLOCKED]
+            ids = self.blocked[reason]
+            del ids[codes.count(was, 0, i)]
+            if not ids:
+                del self.blocked[reason]
+            self.details.pop(name, None)
+        if was == _FREE or was >= _BLOCKED:
+            self.matched -= 1
+
+    def put(self, codes: bytearray, i: int, name: str, text: str | None) -> None:
+        """Device i, as its code now says, into its place in its list (`text`: the
+        error or the blocker's detail)."""
+        code = codes[i]
+        if code == _FREE:
+            self.free.insert(codes.count(_FREE, 0, i), name)
+        elif code == _ERRED:
+            self.errors[name] = cast(str, text)
+        elif code >= _BLOCKED:
+            ids = self.blocked.setdefault(_REASONS[code - _BLOCKED], [])
+            ids.insert(codes.count(code, 0, i), name)
+            if text is not None:
+                self.details[name] = text
+        if code == _FREE or code >= _BLOCKED:
+            self.matched += 1
+
+
 class Explainer:
     """Reusable across claims and batches: CEL programs and per-device results are cached.
     `keep_folds`: keep each pool's fold per request choice, keyed by the index entry it
@@ -624,56 +678,31 @@ class Explainer:
         match: Any,
     ) -> None:
         """`out` is the kept fold with the devices at `redo` judged again: each taken out
-        of the list it was in and put into the one it is in now, at its place in device
-        order (counted in C over the codes before it); the free devices by node and the
-        errors made again in device order from the codes."""
+        of the list it was in and put into the one it is in now (_Patched); the free
+        devices by node and the errors made again in device order from the codes."""
         devices = pool.devices
         codes = out.codes = bytearray(kept.codes)
-        old = kept.fold
-        free, details = list(old.free), dict(old.details)
-        blocked = {reason: list(ids) for reason, ids in old.blocked.items()}
-        errors = dict(old.runtime_errors)
-        matched = old.matched
+        lists = _Patched.of(kept.fold)
         for i in redo:
             d = devices[i]
             code, text = self._judged(d, i, known, None, match, asked, pool)
-            was = codes[i]
             name = d.id
-            if was == _FREE:
-                del free[codes.count(_FREE, 0, i)]
-            elif was >= _BLOCKED:
-                ids = blocked[_REASONS[was - _BLOCKED]]
-                del ids[codes.count(was, 0, i)]
-                if not ids:
-                    del blocked[_REASONS[was - _BLOCKED]]
-                details.pop(name, None)
-            if was == _FREE or was >= _BLOCKED:
-                matched -= 1
+            lists.take(codes, i, name)
             codes[i] = code
-            if code == _FREE:
-                free.insert(codes.count(_FREE, 0, i), name)
-            elif code == _ERRED:
-                errors[name] = cast(str, text)
-            elif code >= _BLOCKED:
-                blocked.setdefault(_REASONS[code - _BLOCKED], []).insert(
-                    codes.count(code, 0, i), name
-                )
-                if text is not None:
-                    details[name] = text
-            if code == _FREE or code >= _BLOCKED:
-                matched += 1
-        out.matched, out.free, out.blocked, out.details = matched, free, blocked, details
+            lists.put(codes, i, name, text)
+        out.matched, out.free, out.blocked = lists.matched, lists.free, lists.blocked
+        out.details = lists.details
         at = codes.find(_FREE)
         while at != -1:
             d = devices[at]
             where = d.device.node_name or d.slice.node_name or NETWORK
             out.per_node[where] = out.per_node.get(where, 0) + 1
             at = codes.find(_FREE, at + 1)
-        if errors:
+        if lists.errors:
             at = codes.find(_ERRED)
             while at != -1:
                 name = devices[at].id
-                out.runtime_errors[name] = errors[name]
+                out.runtime_errors[name] = lists.errors[name]
                 at = codes.find(_ERRED, at + 1)
 
     def prune_folds(self, keys: Collection[tuple[str, str]]) -> None:
