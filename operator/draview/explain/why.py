@@ -632,25 +632,23 @@ class Explainer:
         self,
         d: IndexedDevice,
         i: int,
-        known: bytes | None,
-        learnt: bytearray | None,
+        known: bytes,
         match: Any,
         asked: _Asked,
         pool: PoolDevices,
     ) -> tuple[int, str | None]:
-        """What becomes of the pool's device i for the choice: _SKIPPED, _FREE, _ERRED
-        (with the error) or its blocker's code (with the detail, if any). The same as
-        _fold's loop, which has it inlined (test_why_kept compares the two)."""
+        """What becomes of the pool's device i for the choice, its selectors' answers
+        `known` (a kept fold is patched only then): _SKIPPED, _FREE, _ERRED (with the
+        error) or its blocker's code (with the detail, if any). The same as _fold's
+        loop, which has it inlined (test_why_kept compares the two)."""
         result: EvalResult
-        seen = _ASK if known is None else known[i]
+        seen = known[i]
         if seen == _MATCHES:
             result = True
         elif seen == _MISSES:
             result = False
         else:
-            result = match(d.driver, d.device, d.cache_key)
-            if learnt is not None:
-                learnt[i] = _MATCHES if result is True else _MISSES if result is False else _ASK
+            result = match(d.driver, d.device, d.cache_key)  # an error last time: asked again
         if not d.pool_complete or not d.pool_valid:
             # The allocator skips such pools without evaluating their devices.
             if result is not True:
@@ -685,7 +683,7 @@ class Explainer:
         lists = _Patched.of(kept.fold)
         for i in redo:
             d = devices[i]
-            code, text = self._judged(d, i, known, None, match, asked, pool)
+            code, text = self._judged(d, i, known, match, asked, pool)
             name = d.id
             lists.take(codes, i, name)
             codes[i] = code
