@@ -7,13 +7,15 @@ world again there)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from builders import judged_counter_pool
 
-from draview.engine.judged import JudgedDevices, device_statuses
+from draview.engine.judged import JudgedDevices, as_judged, device_statuses
 from draview.engine.model import AllocRef, EngineOptions
+from draview.engine.pool import compute_pool
 from draview.engine.profile import make_profile
 from draview.explain.index import index_judged
 
@@ -61,3 +63,30 @@ def test_judged_again_is_judged_whole(release: str) -> None:
             incremental += again.changed is not None
             before, last = again, indexed
     assert incremental > 100
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_judged_again_from_the_pools_own_judgement(release: str) -> None:
+    """fit judges a pool its copies took devices in from the world's judgement of it
+    (as_judged): the same statuses as judging it whole with the copies'."""
+    opts = EngineOptions(profile=make_profile(release, GATES))
+    judged_opts = replace(opts, fragmentation=False)  # as fit judges the world after copies
+    rng = random.Random(f"as-judged-{release}")
+    seeded = 0
+    for _ in range(80):
+        _, r, names, shareable = judged_counter_pool(rng, opts)
+        assert r.prepared is not None
+        world = _allocations(rng, names, shareable)
+        own = compute_pool(r.key, r.prepared.slices, world, options=opts, prepared=r.prepared)
+        prepared = own.prepared
+        assert prepared is not None
+        before = as_judged(own, world, (), judged_opts)
+        if before is None:
+            continue
+        assert before.changed is None
+        assert _strip(before) == _strip(device_statuses(r.key, prepared, world, (), judged_opts))
+        copies = [*world, *_allocations(rng, names, shareable)]
+        again = device_statuses(r.key, prepared, copies, (), judged_opts, before)
+        assert _strip(again) == _strip(device_statuses(r.key, prepared, copies, (), judged_opts))
+        seeded += again.changed is not None
+    assert seeded > 20

@@ -18,7 +18,13 @@ from draview.api.status import DeviceStatus
 from draview.api.taints import DeviceTaintRule
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.node_views import View
-from draview.engine.pool import PreparedPool, _by_device, _PoolComputation, _taint_rules
+from draview.engine.pool import (
+    PoolResult,
+    PreparedPool,
+    _by_device,
+    _PoolComputation,
+    _taint_rules,
+)
 from draview.engine.rules import rules_for
 from draview.engine.summary import SummaryAcc
 from draview.engine.validate import CounterKey
@@ -97,6 +103,32 @@ def device_statuses(
         debiting = frozenset(comp.alloc.debiting(comp.in_use))
         basis = _Basis(prepared, rules, options, by_device, overdrawn(comp.left), debiting)
     return JudgedDevices(statuses, comp.left, None, basis)
+
+
+def as_judged(
+    r: PoolResult,
+    allocations: Sequence[AllocRef],
+    taint_rules: Sequence[DeviceTaintRule],
+    options: EngineOptions,
+) -> JudgedDevices | None:
+    """The pool's own judgement as device_statuses gives it, for judging the pool
+    again from it (`before`) rather than anew: `r` must be compute_pool's result with
+    these `allocations`, taint rules and options (up to `fragmentation`, which touches
+    no device). fit's copies take a few devices of a pool, so most of its devices keep
+    the verdicts the world's judgement gave them. None where the result does not hold
+    what that needs (no counters left of its newest slices as a whole, for one)."""
+    prepared, alloc, lefts = r.prepared, r.allocated, r.lefts
+    if prepared is None or alloc is None or lefts is None or prepared.parsed.errors:
+        return None
+    left = lefts.get(id(prepared.parsed))  # the computation's own count (_left_for)
+    if left is None:
+        return None
+    rules = tuple(_taint_rules(r.key, taint_rules, prepared.rules))
+    by_device = _by_device(allocations)
+    debiting = frozenset(alloc.debiting(alloc.held() & by_device.keys()))
+    statuses = [sr.status["devices"] for sr in r.slices[: len(prepared.current)]]
+    basis = _Basis(prepared, rules, options, by_device, overdrawn(left), debiting)
+    return JudgedDevices(statuses, left, None, basis)
 
 
 def _apart(comp: _PoolComputation) -> View | None:

@@ -257,7 +257,9 @@ def _answer(
     # A question asked once is worked out as one asked again with nothing kept.
     kept = memo is not None and not workload.shared
     if memo is None or not kept:
-        memo = FitMemo(cel=cel, once=True)  # copies that share a claim: one group, anew
+        # Copies that share a claim: one group, anew. Asked by a caller that keeps no
+        # memo, the results are judged with the allocations handed (the contract above).
+        memo = FitMemo(cel=cel, once=True, as_judged=memo is None)
     key = (workload, opts, count, budget, tuple(world.classes), tuple(world.taint_rules), id(cel))
     q = memo.renewed(key, results, base, changed)
     if q is None:

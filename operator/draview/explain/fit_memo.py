@@ -9,7 +9,7 @@ from typing import TypeVar, cast
 
 from draview.api.world import World
 from draview.cel import CelEngine
-from draview.engine.judged import JudgedDevices, device_statuses
+from draview.engine.judged import JudgedDevices, as_judged, device_statuses
 from draview.engine.model import AllocRef, EngineOptions, PoolKey
 from draview.engine.pool import PoolResult
 from draview.engine.rules import rules_for
@@ -62,6 +62,10 @@ class FitMemo:
     groups: list[tuple[NodeName, ...]] | None = None  # of those nodes
     gone: bool = False  # some pool asked about last time is not now
     once: bool = False  # asked once (fit without a memo): nothing kept is read again
+    # The results are judged with the allocations handed (fit's contract, which a probe
+    # does not keep: it reads a pool's allocations after the batch that judged it), so a
+    # pool the copies took devices in is judged again from its own judgement.
+    as_judged: bool = False
     # What fit works out of the workload at every asking (`derived`), with what it was
     # worked out of; kept when the memo is cleared, as `cel`.
     _derived: dict[str, tuple[tuple[object, ...], object]] = field(default_factory=dict)
@@ -208,6 +212,8 @@ class FitMemo:
                 # From the last judgement of the same slices: only the devices whose
                 # holders or counters differ are judged and indexed again.
                 before = hit[3] if hit is not None else None
+                if before is None and self.as_judged:
+                    before = as_judged(r, base.get(r.key, ()), world.taint_rules, opts)
                 allocations = [*base.get(r.key, ()), *refs]
                 judged = device_statuses(
                     r.key, r.prepared, allocations, world.taint_rules, opts, before
