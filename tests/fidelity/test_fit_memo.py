@@ -34,6 +34,7 @@ from draview.explain.fit import (
     takes_some,
 )
 from draview.explain.fit_memo import FitMemo
+from draview.explain.fit_search import Question
 
 SEEDS = 6
 CHANGES = 6
@@ -140,12 +141,22 @@ def _ask_small(
 @pytest.mark.parametrize(("budget", "count"), [(None, COUNT), (40, COUNT), (400, None)])
 @pytest.mark.parametrize("name", sorted(VERIFIED))
 def test_asked_again_with_a_memo_is_asked_anew(
-    name: str, budget: int | None, count: int | None
+    name: str, budget: int | None, count: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     profile, _ = VERIFIED[name]
     opts = EngineOptions(profile=profile)
     extra: dict[str, Any] = {"count": count, "budget": budget or FIT_BUDGET}
     compared = reused = explained = small = 0
+    # Searches of the nodes gathering a pool judged again that the change left standing
+    # (explain/fit_cut.py), counted where the question keeps them.
+    standing = [0]
+    cut_searches = Question._cut_searches
+
+    def counted(q: Question, affected: set[Any], *args: Any) -> None:
+        cut_searches(q, affected, *args)
+        standing[0] += sum(len(q._kept.get(n, ())) for n in affected)
+
+    monkeypatch.setattr(Question, "_cut_searches", counted)
     for seed in range(SEEDS):
         served = served_world(generate(seed), profile)
         rng = random.Random(seed)
@@ -180,3 +191,5 @@ def test_asked_again_with_a_memo_is_asked_anew(
         assert explained, "no asking explained the next copy after reusing groups"
     if rules_for(profile).invalid_pool_is_node_local and count is None:
         assert small, "no asking was small"
+    if rules_for(profile).pools_sorted:
+        assert standing[0], "no node kept a search through a change"

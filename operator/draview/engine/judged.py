@@ -141,7 +141,7 @@ def _apart(comp: _PoolComputation) -> View | None:
     return view if judged_apart(view, prepared.parsed, comp.alloc, prepared.rules) else None
 
 
-def _by_set(prepared: PreparedPool, view: View) -> Mapping[str, list[tuple[int, int]]]:
+def places_by_set(prepared: PreparedPool, view: View) -> Mapping[str, list[tuple[int, int]]]:
     """Where the devices of the pool's one view that consume from each counter set sit
     (slice and device index of the current slices): built once per prepared pool, about
     a pointer per device."""
@@ -246,7 +246,7 @@ def _touched(
     # counter's set is the one its devices name: every device of a set a counter
     # moved in is judged again, those debiting that counter among them.
     if moved:
-        by_set = _by_set(prepared, view)
+        by_set = places_by_set(prepared, view)
         for name in moved:
             picked.update(by_set.get(name, ()))
     places = sorted(picked)

@@ -343,9 +343,14 @@ def _check_allocations(
     for ckey in sorted(over):
         used = Quantity(consumed[ckey], fmts[ckey])
         errors.other.append(
-            f"CounterOvercommitted: counter {ckey[1]} of counter set {ckey[0]}: "
+            f"{OVERCOMMITTED}: counter {ckey[1]} of counter set {ckey[0]}: "
             f"{used} consumed, {totals[ckey]} available"
         )
+
+
+# The error of a pool whose allocations debit a counter past its total: every device
+# that debits counters is refused then (explain/fit_cut.py reads it).
+OVERCOMMITTED = "CounterOvercommitted"
 
 
 @dataclass(frozen=True, slots=True)

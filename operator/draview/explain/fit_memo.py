@@ -37,8 +37,9 @@ class FitMemo:
 
     It holds about 0.7 KiB a device of the pools asked about, mostly the index and the
     explanation's device lists, and the results it was handed (bench/engine/README.md);
-    searches are dropped after each asking (Question.shed), since only one asking
-    reuses them."""
+    of the searches it keeps, per node, the outcomes one search gave and how far its walk
+    went: asked again after a claim change, a node searches again only from the first
+    device the change may answer differently (explain/fit_cut.py)."""
 
     key: object = None
     question: Question | None = None

@@ -22,6 +22,7 @@ from draview.engine.rules import Rules
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState, counters_left
 from draview.explain.allocatable import MAX_COMBINATIONS
+from draview.explain.fit_cut import PoolChange, cut, touches
 from draview.explain.gather import (
     Assignment,
     GatherIndex,
@@ -33,6 +34,7 @@ from draview.explain.gather import (
 from draview.explain.orders import Chooser, NeedChoice, pools_met, relevance
 from draview.explain.places import changed_places
 from draview.explain.search import (
+    END,
     MAX_RESULTS,
     ORIGIN,
     BudgetExceeded,
@@ -131,6 +133,8 @@ def merge_claims(claims: Sequence[ResourceClaim]) -> Merged:
 # One outcome of one node's Allocate call: ("ok", devices) | ("no", ()) | ("error", msg)
 # | ("unknown", ()) when its search ran out of steps.
 Outcome = tuple[str, tuple[Taken, ...] | str]
+# A node's outcomes are kept by (combination, the copies' devices it can meet, copies).
+OutcomeKey = tuple[int, tuple[Taken, ...], int]
 
 
 def taken_of(picks: Sequence[Pick]) -> tuple[Taken, ...]:
@@ -198,7 +202,13 @@ class Question:
         # Per engine state of a pool the nodes gather: the state, and what the engine
         # found left of its views' counters (PoolResult.lefts).
         self._given: dict[int, tuple[AllocatedState, Mapping[int, Mapping[CounterKey, int]]]] = {}
-        self._outcomes: dict[NodeName, dict[tuple[int, tuple[Taken, ...], int], list[Outcome]]] = {}
+        self._outcomes: dict[NodeName, dict[OutcomeKey, list[Outcome]]] = {}
+        # How far the walk of each of those went, where one search gave it (the pools
+        # walked in order); and per node the outcomes of earlier askings that still
+        # hold (renew keeps those that ended before the changes: fit_cut.py), each
+        # counted as a search again when first read, as a new question searches it.
+        self._reached: dict[NodeName, dict[OutcomeKey, Location]] = {}
+        self._kept: dict[NodeName, dict[OutcomeKey, tuple[list[Outcome], Location]]] = {}
         self.max_results = MAX_RESULTS  # each claim of the Pod (search.NodeSearch)
         self.tried: Sequence[NodeName] = ()  # the nodes copies may go to
         self._relevant: dict[NodeName, set[PoolKey]] = {}
@@ -229,14 +239,26 @@ class Question:
         every node gathers, or whose slices disagree on resourceSliceCount, changed.
         `hint`: the only pools whose results may be other objects, in the same places
         (a capacity probe knows them)."""
-        found = self._hinted(results, hint) if hint is not None else None
-        changed, now = found if found is not None else _changed(self._seen, results, self.by_key)
+        before: dict[PoolKey, PoolResult] = {}  # what the changed pools were
+        found = self._hinted(results, hint, before) if hint is not None else None
+        hinted = found is not None
+        if found is None:
+            found = _changed(self._seen, results, self.by_key, before)
+        changed, now = found
         affected: set[NodeName] = set()
+        # The pools whose slices stayed, and the nodes that gather one that did not.
+        changes: dict[PoolKey, PoolChange] = {}
+        whole: set[NodeName] = set()
         for key in changed:
             if key in self.shaky or key in self.index.bystanders:
                 return None
-            affected.update(self.index.nodes_of(key))
-            r = now.get(key)
+            nodes = self.index.nodes_of(key)
+            affected.update(nodes)
+            r, old = now.get(key), before.get(key)
+            if r is not None and old is not None and old.prepared is r.prepared:
+                changes[key] = PoolChange.of(old, r)
+            else:
+                whole.update(nodes)
             if r is None:
                 self.index.drop(key)
                 continue
@@ -245,9 +267,11 @@ class Question:
             self.index.put(r)
             if key in self.index.bystanders:
                 return None
+            if key not in changes:
+                whole.update(self.index.nodes_of(key))
             affected.update(self.index.nodes_of(key))
         self.results, self.base, self.by_key = results, base, now
-        if found is None:
+        if not hinted:
             self._seen = list(results)
             self._place = {r.key: i for i, r in enumerate(results)}
         self.changed = changed
@@ -267,10 +291,47 @@ class Question:
         # reused by new objects.
         self._lefts.clear()
         self._given.clear()
+        self._cut_searches(affected, changes, whole)
         return affected
 
+    def _cut_searches(
+        self, affected: set[NodeName], changes: Mapping[PoolKey, PoolChange], whole: set[NodeName]
+    ) -> None:
+        """Of the affected nodes' searches from earlier askings, keep those the changes
+        leave standing (fit_cut.py): that end before the first device a change that
+        frees some moves, and, of a change that only takes, took none it moves; and
+        the places searches begin at up to that first device. All go on the nodes
+        `whole` names (a pool came, went or has other slices there), and where the
+        walk follows map order."""
+        freeing = {k: c for k, c in changes.items() if not c.takes_only}
+        taking = {k: c for k, c in changes.items() if c.takes_only}
+        for node in affected:
+            kept, starts = self._kept.get(node), self._starts.get(node)
+            if not (kept or starts):
+                continue
+            if node in whole or not self.rules.pools_sorted:
+                self._kept.pop(node, None)
+                self._starts.pop(node, None)
+                continue
+            views = self.index.by_node.get(node, {})
+            cuts: dict[int, Location] = {}
+            for combo in {k[0] for k in kept or ()} | {k[0] for k in starts or ()}:
+                cuts[combo] = cut(self.pools(node, combo), freeing, views) if freeing else END
+            if kept:
+                self._kept[node] = {
+                    k: v
+                    for k, v in kept.items()
+                    if (cuts[k[0]] == END or v[1] < cuts[k[0]])
+                    and not (taking and _takes_moved(v[0], taking))
+                }
+            if starts:
+                self._starts[node] = {k: at for k, at in starts.items() if at <= cuts[k[0]]}
+
     def _hinted(
-        self, results: Sequence[PoolResult], hint: Collection[PoolKey]
+        self,
+        results: Sequence[PoolResult],
+        hint: Collection[PoolKey],
+        was: dict[PoolKey, PoolResult],
     ) -> tuple[set[PoolKey], dict[PoolKey, PoolResult]] | None:
         """_changed from the hint: the hinted pools whose results are other objects,
         `_seen` and `by_key` patched in their places; None when the results are not in
@@ -286,13 +347,14 @@ class Question:
             if results[i] is not seen[i]:
                 moved.append((i, results[i]))
         for i, r in moved:
+            was[r.key] = seen[i]
             seen[i] = by_key[r.key] = r
         return {r.key for _, r in moved}, by_key
 
     def shed(self) -> None:
-        """Between askings (FitMemo): drop the nodes' pools, the states the copies made
-        and the searches. The next asking searches only the nodes of groups that changed,
-        whose searches are forgotten then anyway, and builds these again for them."""
+        """Between askings (FitMemo): drop the nodes' pools and the states the copies made;
+        keep the searches that one search answered (and how far its walk went) for the
+        next asking, which keeps those that end before what changed (`renew`)."""
         for kept in (
             self._pools,
             self._resumes,
@@ -302,15 +364,22 @@ class Question:
             self._given,
         ):
             kept.clear()
-        self._outcomes.clear()
-        self._starts.clear()
+        self.forget_searches(list(self._outcomes))
 
     def forget_searches(self, nodes: Iterable[NodeName]) -> None:
-        """Forget the nodes' outcomes: searched again, they cost what a new question's
-        searches cost (the budget counts them alike)."""
+        """Forget the nodes' outcomes as found in this asking: read again, each costs what
+        a new question's search costs (the budget counts them alike), though those one
+        search answered are kept and not searched again."""
         for node in nodes:
-            self._outcomes.pop(node, None)
-            self._starts.pop(node, None)
+            found = self._outcomes.pop(node, None)
+            reached = self._reached.pop(node, None)
+            if not found or not reached:
+                continue
+            kept = self._kept.get(node)
+            if kept is None:
+                kept = self._kept[node] = {}
+            for key, at in reached.items():
+                kept[key] = (found[key], at)
 
     def nodes(self) -> tuple[NodeName, ...]:
         return self.index.nodes()
@@ -438,6 +507,13 @@ class Question:
         cached = mine.get(key)
         if cached is not None:
             return cached
+        kept = self._kept.get(node)
+        hit = kept.pop(key, None) if kept else None
+        if hit is not None:
+            self.searches += 1  # as the search it stands for
+            mine[key] = hit[0]
+            self._remember(node, key, hit[1])
+            return hit[0]
         merged = self.first if copies == 0 else self.merged
         pools = self.pools_at(node, combo, taken)
         found: list[Outcome] = []
@@ -456,8 +532,10 @@ class Question:
                 starts = self._starts[node] = {}
             resumes = self.resumes_on(node)
             start = starts.get((combo, taken), ORIGIN) if resumes else ORIGIN
-            outcome, first_at = self._search(merged, pools, None, start)
+            outcome, first_at, reached = self._search(merged, pools, None, start)
             found.append(outcome)
+            if outcome[0] in ("ok", "no"):
+                self._remember(node, key, reached)
             if resumes and first_at is not None and outcome[0] == "ok":
                 after = tuple(
                     t for t in sorted((*taken, *outcome[1])) if (t.driver, t.pool) in relevant
@@ -470,7 +548,7 @@ class Question:
             while pending:
                 prefix = pending.pop()
                 try:
-                    outcome, _ = self._search(merged, pools, Chooser(rel, prefix))
+                    outcome, _, _ = self._search(merged, pools, Chooser(rel, prefix))
                 except NeedChoice as need:
                     pending.extend((*prefix, o) for o in reversed(need.options))
                     continue
@@ -479,14 +557,21 @@ class Question:
         mine[key] = found
         return found
 
+    def _remember(self, node: NodeName, key: OutcomeKey, reached: Location) -> None:
+        mine = self._reached.get(node)
+        if mine is None:
+            mine = self._reached[node] = {}
+        mine[key] = reached
+
     def _search(
         self,
         merged: Merged,
         pools: list[NodePool],
         chooser: Chooser | None,
         start: Location = ORIGIN,
-    ) -> tuple[Outcome, Location | None]:
-        """One Allocate call, and where its first device was found."""
+    ) -> tuple[Outcome, Location | None, Location]:
+        """One Allocate call, where its first device was found, and how far its walk
+        went (NodeSearch.reached)."""
         self.searches += 1
         search = NodeSearch(
             merged.claim,
@@ -504,33 +589,49 @@ class Question:
         try:
             answer = search.run()
         except SearchError as exc:
-            return ("error", str(exc)), None
+            return ("error", str(exc)), None, END
         except BudgetExceeded:
-            return ("unknown", ()), None
+            return ("unknown", ()), None, END
         if answer != "ok":
-            return ("no", ()), None
-        return ("ok", taken_of(search.picks)), search.first_at
+            return ("no", ()), None, END
+        return ("ok", taken_of(search.picks)), search.first_at, search.reached
 
     @property
     def spent(self) -> bool:
         return self.searches >= self.budget
 
 
+def _takes_moved(found: list[Outcome], taking: Mapping[PoolKey, PoolChange]) -> bool:
+    """Whether an outcome took a device that changes which only took devices move."""
+    return any(
+        o == "ok"
+        and isinstance(d, tuple)
+        and touches(((t.driver, t.pool, t.device) for t in d), taking)
+        for o, d in found
+    )
+
+
 def _changed(
-    before: Sequence[PoolResult], results: Sequence[PoolResult], by_key: dict[PoolKey, PoolResult]
+    before: Sequence[PoolResult],
+    results: Sequence[PoolResult],
+    by_key: dict[PoolKey, PoolResult],
+    was: dict[PoolKey, PoolResult],
 ) -> tuple[set[PoolKey], dict[PoolKey, PoolResult]]:
     """The keys of the pools whose results are not the objects they were, and the results
     by key (`by_key`, those of `before`, updated in place when the pools are the same in
     the same order, as the operator hands them: a thousand pools are compared by
-    position rather than mapped again)."""
+    position rather than mapped again). `was` gets the changed pools' results before."""
     if len(before) == len(results):
         moved = [(results[i], before[i]) for i in changed_places(results, before)]
         if all(r.key == o.key for r, o in moved):
-            for r, _ in moved:
+            for r, o in moved:
                 by_key[r.key] = r
+                was[r.key] = o
             return {r.key for r, _ in moved}, by_key
     now = {r.key: r for r in results}
-    return {k for k in now.keys() | by_key.keys() if now.get(k) is not by_key.get(k)}, now
+    keys = {k for k in now.keys() | by_key.keys() if now.get(k) is not by_key.get(k)}
+    was.update((k, by_key[k]) for k in keys if k in by_key)
+    return keys, now
 
 
 # -- exploring a group of nodes -----------------------------------------------------------

@@ -43,6 +43,7 @@ from draview.quantity import Quantity, try_parse_quantity
 MAX_RESULTS = 32  # AllocationResultsMaxSize
 Location = tuple[int, int, int]  # pool, slice, device
 ORIGIN: Location = (0, 0, 0)
+END: Location = (1 << 62, 0, 0)  # past every device
 
 
 # NodeSearch._static: what a device is to a request, whatever is allocated.
@@ -161,8 +162,11 @@ class NodeSearch:
         left of a view's counters (counters_left, or a memo of it)."""
         self.claim_of = claim_of or {}
         self.start = start
-        # Where the first request's first device was found (`run` answered "ok").
+        # Where the first request's first device was found (`run` answered "ok"), and
+        # the furthest device the walk looked at (END once some walk ran to the end):
+        # no device past that changes what the call answers (explain/fit_cut.py).
         self.first_at: Location | None = None
+        self.reached: Location = ORIGIN if chooser is None else END  # map order: any
         self.max_results = max_results
         self.claim = claim
         self.chooser = chooser
@@ -249,6 +253,7 @@ class NodeSearch:
         if ch.allocation_mode == "ExactCount":
             data.num = ch.count
         elif ch.allocation_mode == "All":
+            self.reached = END  # every device is looked at
             data.all_devices = []
             # Any pool that looks incomplete or invalid fails the request, whatever the
             # order the allocator meets them in.
@@ -299,6 +304,8 @@ class NodeSearch:
                 return False
             return _attempt(undo, lambda: self._one(ri, si, di + 1, in_sub, ORIGIN))
         for loc, d, pool in self._takeable(data, start):
+            if loc > self.reached:
+                self.reached = loc
             undo = self._allocate(data, d, pool, must=False, slot=di)
             if undo is None:
                 continue
@@ -311,6 +318,7 @@ class NodeSearch:
 
             if _attempt(undo, go):
                 return True
+        self.reached = END
         return False
 
     def _takeable(
