@@ -239,16 +239,28 @@ def _touched(
     the current devices the view does not hand out that are named there (a status still
     lists its holders)."""
     flat, current = prepared.flat, len(prepared.current)
-    picked = {
-        at for at in view.targets if at[0] < current and flat[at[0]].devices[at[1]].name in names
-    }
     # Pools judged apart count their counters as a whole (not per slice), so a
     # counter's set is the one its devices name: every device of a set a counter
     # moved in is judged again, those debiting that counter among them.
-    if moved:
-        by_set = places_by_set(prepared, view)
-        for name in moved:
-            picked.update(by_set.get(name, ()))
+    by_set = places_by_set(prepared, view)
+    picked: set[tuple[int, int]] = set()
+    for name in moved:
+        picked.update(by_set.get(name, ()))
+    # A named device that debits counters is among the places of its sets; the others
+    # are looked for among every device the view hands out.
+    consumption = prepared.parsed.consumption
+    among: set[tuple[int, int]] = set()
+    for name in names:
+        debits = consumption.get(name)
+        if not debits:
+            among.update(view.targets)
+            break
+        for ckey, _ in debits:
+            if ckey[0] not in moved:
+                among.update(by_set.get(ckey[0], ()))
+    picked.update(
+        at for at in among if at[0] < current and flat[at[0]].devices[at[1]].name in names
+    )
     places = sorted(picked)
     unshown: list[tuple[int, int]] = []
     shown = {flat[i].devices[j].name for i, j in places}
