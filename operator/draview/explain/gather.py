@@ -202,17 +202,25 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
     out.incomplete = o.short
     if view is None:
         return out
-    targets = set(view.targets)
     flat = prepared.flat
     profile_rules = prepared.rules
     refuse_skips = profile_rules.node_operations_checked and (
         view.lacks_node_operations or not profile_rules.optional_node_operations
     )
+    learnt = prepared.walk_checks
     # Every device of the view's device slices is walked, per-device node selection
     # checked after the selectors as isSelectable does (a relevant per-device slice
-    # always has some device among the targets).
-    slice_indices = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
-    learnt = prepared.walk_checks
+    # always has some device among the targets). Their order, and whether one holds
+    # binding conditions, kept with the view's slices: a claim change builds the
+    # touched node's pools again.
+    of_view = learnt.setdefault((vi, picked, _VIEW), {})
+    walked = cast(tuple[list[int], bool] | None, of_view.get(_WALKED))
+    if walked is None:
+        order = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
+        binding = any(any_binding_conditions(flat[i].devices) for i in order)
+        walked = of_view[_WALKED] = (order, binding)
+    slice_indices, out.binding = walked[0], out.binding or walked[1]
+    targets: set[tuple[int, int]] | None = None
     for i in slice_indices:
         fs = flat[i]
         # The same devices, reach and counts for every node of the view, and at every
@@ -223,6 +231,8 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
         )
         # As a tuple: callers hand the world's rules as a list or a tuple alike.
         if kept is None or not (kept[0] is rules or kept[0] == tuple(rules)):
+            if targets is None:
+                targets = set(view.targets)
             kept = mine[_DEVICES] = (
                 tuple(rules),
                 _devices(r.key, i, fs, view, targets, rules, o, refuse_skips),
@@ -230,7 +240,6 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
         out.slices.append(kept[1])
         out.names.append(fs.slice.name)
         out.checks.append(mine)
-        out.binding = out.binding or any_binding_conditions(fs.devices)
     if len(outcomes) > 1:
         out.firsts = _firsts(view, picked, slice_indices)
     return out
@@ -238,6 +247,10 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
 
 # Where a slice's devices are kept among what searches learnt of it (NodePool.checks).
 _DEVICES = "devices"
+# What is learnt of the view's slices together, kept in walk_checks in place of one
+# slice's (its index -1), and its walked slices in order there.
+_VIEW = -1
+_WALKED = "walked"
 
 
 def _devices(
