@@ -11,7 +11,7 @@ is (tests/unit/test_judged.py compares the two on random pools).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from draview.api.status import DeviceStatus
@@ -249,15 +249,16 @@ def _touched(
     # A named device that debits counters is among the places of its sets; the others
     # are looked for among every device the view hands out.
     consumption = prepared.parsed.consumption
-    among: set[tuple[int, int]] = set()
+    sets: set[str] = set()
+    among: Iterable[tuple[int, int]] = ()
     for name in names:
         debits = consumption.get(name)
         if not debits:
-            among.update(view.targets)
+            among = view.targets
             break
-        for ckey, _ in debits:
-            if ckey[0] not in moved:
-                among.update(by_set.get(ckey[0], ()))
+        sets.update(ckey[0] for ckey, _ in debits)
+    else:
+        among = [at for s in sets - moved for at in by_set.get(s, ())]
     picked.update(
         at for at in among if at[0] < current and flat[at[0]].devices[at[1]].name in names
     )
