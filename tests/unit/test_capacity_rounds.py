@@ -319,3 +319,37 @@ async def test_a_probe_asked_again_after_each_change_answers_as_a_new_one(
         assert kept.status == new.status, (step, pool, action)
         assert kept.per_node == new.per_node
     assert small >= 5, "claim changes are asked on the event loop"
+
+
+async def test_a_probe_removed_while_it_is_asked_leaves_no_series(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The definitions are read again while a probe is asked in the worker thread, and
+    the probe is gone: its answer, when it comes, is neither exported nor written."""
+    import asyncio
+
+    ctl, _ = controller()
+    ctl.ingest.class_event("ADDED", device_class())
+    ctl.ingest.slice_event("ADDED", rslice("a", [device("a0")], pool="a"))
+    ctl.reconciler.compute([(DRIVER, "a")])
+    cap = ctl.capacity
+    cap.define({"going": ProbeSpec("going", "ns/cm:k", claim=claim())}, [], {})
+    cap.role.leader = cap.role.synced = True
+    cap.objects.held = {}  # the probe objects read: none yet
+    written: list[dict[str, Any]] = []
+
+    async def write(wanted: dict[str, Any], defined: Any) -> None:
+        written.append({n: s for n, s in wanted.items() if defined(n)})
+
+    monkeypatch.setattr(cap.objects, "write", write)
+    real = asyncio.to_thread
+
+    async def to_thread(f: Any, *args: Any, **kw: Any) -> Any:
+        cap.define({}, [], {})  # read again meanwhile: no probe defined
+        return await real(f, *args, **kw)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    await cap.round()
+    assert "going" not in cap.probes
+    assert REGISTRY.get_sample_value("draview_capacity_fit", {"probe": "going"}) is None
+    assert written == [{}]

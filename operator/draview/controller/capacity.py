@@ -326,6 +326,8 @@ class CapacityProbes:
             probe.answer = await self._ask(probe)
             took = time.monotonic() - began
             probe.not_before = began + took / SHARE
+            if self.probes.get(name) is not probe:
+                continue  # defined anew or gone while it was asked: not this answer
             self._export(name, probe)
         wanted = {
             name: (p.spec.spec(), dict(p.answer.status))
