@@ -36,6 +36,7 @@ from draview.engine.verdict import (
     overdrawn,
     some_judged,
 )
+from draview.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,16 @@ def _apart(comp: _PoolComputation) -> View | None:
     return view if judged_apart(view, prepared.parsed, comp.alloc, prepared.rules) else None
 
 
+def _short(debits: Sequence[tuple[CounterKey, Quantity]], left: Mapping[CounterKey, int]) -> bool:
+    """Whether the counters left refuse a device with these debits (as refusals reads
+    them)."""
+    for key, q in debits:
+        have = left.get(key)
+        if have is not None and have < q.nanos:
+            return True
+    return False
+
+
 def places_by_set(prepared: PreparedPool, view: View) -> Mapping[str, list[tuple[int, int]]]:
     """Where the devices of the pool's one view that consume from each counter set sit
     (slice and device index of the current slices): built once per prepared pool, about
@@ -190,7 +201,7 @@ def _again(
     view = _apart(comp)
     if view is None:
         return None
-    places, unshown = _touched(prepared, view, names, moved)
+    places, unshown = _touched(prepared, view, names, moved, before.left, left)
     flat = prepared.flat
     verdicts = judge_again(
         view, flat, comp.alloc, comp.tainted, comp.composite.blocked, left, places, prepared.rules
@@ -232,31 +243,44 @@ def _counted_again(
 
 
 def _touched(
-    prepared: PreparedPool, view: View, names: set[str], moved: set[str]
+    prepared: PreparedPool,
+    view: View,
+    names: set[str],
+    moved: set[str],
+    left_before: Mapping[CounterKey, int],
+    left: Mapping[CounterKey, int],
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The devices to judge again (slice and device index): those of the view named in
-    `names` (their holders changed) and those of the counter sets in `moved`; and apart,
-    the current devices the view does not hand out that are named there (a status still
-    lists its holders)."""
+    `names` (their holders changed) and those of the counter sets in `moved` that the
+    counters refuse now and did not before, or the other way (`left_before`, `left`);
+    and apart, the current devices the view does not hand out that are named there (a
+    status still lists its holders)."""
     flat, current = prepared.flat, len(prepared.current)
     # Pools judged apart count their counters as a whole (not per slice), so a
-    # counter's set is the one its devices name: every device of a set a counter
-    # moved in is judged again, those debiting that counter among them.
+    # counter's set is the one its devices name: the devices that debit a counter that
+    # moved are among those of its set. A device's status reads the counters only
+    # through whether they refuse it (verdict.ViewCheck.refusals), so one whose answer
+    # stays keeps its status.
     by_set = places_by_set(prepared, view)
+    parsed = prepared.parsed
+    summed, consumption = parsed.needs_summed, parsed.consumption
     picked: set[tuple[int, int]] = set()
-    for name in moved:
-        picked.update(by_set.get(name, ()))
+    for s in moved:
+        for at in by_set.get(s, ()):
+            name = flat[at[0]].devices[at[1]].name
+            debits = (summed and summed.get(name)) or consumption.get(name) or ()
+            if name in names or _short(debits, left_before) != _short(debits, left):
+                picked.add(at)
     # A named device that debits counters is among the places of its sets; the others
     # are looked for among every device the view hands out.
-    consumption = prepared.parsed.consumption
     sets: set[str] = set()
     among: Iterable[tuple[int, int]] = ()
     for name in names:
-        debits = consumption.get(name)
-        if not debits:
+        own = consumption.get(name)
+        if not own:
             among = view.targets
             break
-        sets.update(ckey[0] for ckey, _ in debits)
+        sets.update(ckey[0] for ckey, _ in own)
     else:
         among = [at for s in sets - moved for at in by_set.get(s, ())]
     picked.update(
