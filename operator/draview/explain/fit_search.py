@@ -245,31 +245,10 @@ class Question:
         if found is None:
             found = _changed(self._seen, results, self.by_key, before)
         changed, now = found
-        affected: set[NodeName] = set()
-        # The pools whose slices stayed, and the nodes that gather one that did not.
-        changes: dict[PoolKey, PoolChange] = {}
-        whole: set[NodeName] = set()
-        for key in changed:
-            if key in self.shaky or key in self.index.bystanders:
-                return None
-            nodes = self.index.nodes_of(key)
-            affected.update(nodes)
-            r, old = now.get(key), before.get(key)
-            if r is not None and old is not None and old.prepared is r.prepared:
-                changes[key] = PoolChange.of(old, r)
-            else:
-                whole.update(nodes)
-            if r is None:
-                self.index.drop(key)
-                continue
-            if ambiguous_pool(r) is not None:
-                return None
-            self.index.put(r)
-            if key in self.index.bystanders:
-                return None
-            if key not in changes:
-                whole.update(self.index.nodes_of(key))
-            affected.update(self.index.nodes_of(key))
+        put = self._put_again(changed, now, before)
+        if put is None:
+            return None
+        affected, changes, whole = put
         self.results, self.base, self.by_key = results, base, now
         if not hinted:
             self._seen = list(results)
@@ -293,6 +272,41 @@ class Question:
         self._given.clear()
         self._cut_searches(affected, changes, whole)
         return affected
+
+    def _put_again(
+        self,
+        changed: set[PoolKey],
+        now: Mapping[PoolKey, PoolResult],
+        before: Mapping[PoolKey, PoolResult],
+    ) -> tuple[set[NodeName], dict[PoolKey, PoolChange], set[NodeName]] | None:
+        """The changed pools put in the gather index as judged now: the nodes that gather
+        them, before or now; the changes of those whose slices stayed; and the nodes that
+        gather one whose did not. None when the question must start over."""
+        affected: set[NodeName] = set()
+        changes: dict[PoolKey, PoolChange] = {}
+        whole: set[NodeName] = set()
+        for key in changed:
+            if key in self.shaky or key in self.index.bystanders:
+                return None
+            nodes = self.index.nodes_of(key)
+            affected.update(nodes)
+            r, old = now.get(key), before.get(key)
+            if r is not None and old is not None and old.prepared is r.prepared:
+                changes[key] = PoolChange.of(old, r)
+            else:
+                whole.update(nodes)
+            if r is None:
+                self.index.drop(key)
+                continue
+            if ambiguous_pool(r) is not None:
+                return None
+            self.index.put(r)
+            if key in self.index.bystanders:
+                return None
+            if key not in changes:
+                whole.update(self.index.nodes_of(key))
+            affected.update(self.index.nodes_of(key))
+        return affected, changes, whole
 
     def _cut_searches(
         self, affected: set[NodeName], changes: Mapping[PoolKey, PoolChange], whole: set[NodeName]
@@ -507,13 +521,10 @@ class Question:
         cached = mine.get(key)
         if cached is not None:
             return cached
-        kept = self._kept.get(node)
-        hit = kept.pop(key, None) if kept else None
-        if hit is not None:
-            self.searches += 1  # as the search it stands for
-            mine[key] = hit[0]
-            self._remember(node, key, hit[1])
-            return hit[0]
+        kept = self._read_kept(node, key)
+        if kept is not None:
+            mine[key] = kept
+            return kept
         merged = self.first if copies == 0 else self.merged
         pools = self.pools_at(node, combo, taken)
         found: list[Outcome] = []
@@ -556,6 +567,16 @@ class Question:
                     found.append(outcome)
         mine[key] = found
         return found
+
+    def _read_kept(self, node: NodeName, key: OutcomeKey) -> list[Outcome] | None:
+        """An outcome an earlier asking kept, counted as the search it stands for."""
+        kept = self._kept.get(node)
+        hit = kept.pop(key, None) if kept else None
+        if hit is None:
+            return None
+        self.searches += 1
+        self._remember(node, key, hit[1])
+        return hit[0]
 
     def _remember(self, node: NodeName, key: OutcomeKey, reached: Location) -> None:
         mine = self._reached.get(node)

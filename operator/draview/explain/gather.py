@@ -17,7 +17,7 @@ from draview.engine.aborts import binding_view
 from draview.engine.flatten import FlatSlice
 from draview.engine.model import PoolKey
 from draview.engine.node_views import Outcome, View, first_choices
-from draview.engine.pool import PoolResult
+from draview.engine.pool import PoolResult, PreparedPool
 from draview.engine.taints import effective_taints
 from draview.engine.validate import CounterKey, ParsedPool
 from draview.engine.verdict import AllocatedState
@@ -208,18 +208,8 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
         view.lacks_node_operations or not profile_rules.optional_node_operations
     )
     learnt = prepared.walk_checks
-    # Every device of the view's device slices is walked, per-device node selection
-    # checked after the selectors as isSelectable does (a relevant per-device slice
-    # always has some device among the targets). Their order, and whether one holds
-    # binding conditions, kept with the view's slices: a claim change builds the
-    # touched node's pools again.
-    of_view = learnt.setdefault((vi, picked, _VIEW), {})
-    walked = cast(tuple[list[int], bool] | None, of_view.get(_WALKED))
-    if walked is None:
-        order = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
-        binding = any(any_binding_conditions(flat[i].devices) for i in order)
-        walked = of_view[_WALKED] = (order, binding)
-    slice_indices, out.binding = walked[0], out.binding or walked[1]
+    slice_indices, binding = _walked(prepared, view, vi, picked)
+    out.binding = out.binding or binding
     targets: set[tuple[int, int]] | None = None
     for i in slice_indices:
         fs = flat[i]
@@ -243,6 +233,22 @@ def _pool(r: PoolResult, vi: int, which: int, rules: Sequence[DeviceTaintRule]) 
     if len(outcomes) > 1:
         out.firsts = _firsts(view, picked, slice_indices)
     return out
+
+
+def _walked(prepared: PreparedPool, view: View, vi: int, picked: int) -> tuple[list[int], bool]:
+    """The view's slices the walk meets, in its order (every device of them is walked,
+    per-device node selection checked after the selectors as isSelectable does: a
+    relevant per-device slice always has some device among the targets), and whether
+    one holds binding conditions. Kept with the view's slices: a claim change builds the
+    touched node's pools again."""
+    of_view = prepared.walk_checks.setdefault((vi, picked, _VIEW), {})
+    walked = cast(tuple[list[int], bool] | None, of_view.get(_WALKED))
+    if walked is None:
+        flat = prepared.flat
+        order = sorted({i for i, _ in view.targets}, key=lambda i: flat[i].slice.name)
+        binding = any(any_binding_conditions(flat[i].devices) for i in order)
+        walked = of_view[_WALKED] = (order, binding)
+    return walked
 
 
 # Where a slice's devices are kept among what searches learnt of it (NodePool.checks).
