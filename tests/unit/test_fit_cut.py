@@ -5,20 +5,19 @@ searches it kept counted as a new question counts them (the budget ends alike)."
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 from builders import claim, counter_pool, device, device_class, result, rslice, world
 from test_fit import nobody, template
 
 from draview.api.workload import read_workload
+from draview.api.world import World
 from draview.engine.allocations import index_allocations
 from draview.engine.world import compute_world
 from draview.explain import search
 from draview.explain.fit import FitResult, fit
 from draview.explain.fit_memo import FitMemo
 
-World = Any  # draview.api.world.World, as builders.world makes it
 POOL = "node-a"
 MIG = {"cel": {"expression": "device.attributes['gpu.example.com'].kind == 'mig'"}}
 
